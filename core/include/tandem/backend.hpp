@@ -1,0 +1,142 @@
+#pragma once
+// backend: a device and the ops a model needs, on tensors in that device's memory.
+//
+//   auto be = host.create<backend>("backend.cpu", cfg);
+//   auto wq = be->load_linear(*weights->find("blk.0.attn_q.weight"));
+//   be->linear(*wq, x, q);   // x: [n, 576] -> q: [n, 576]
+//
+// Activations use `activation_type()` (f32 on the CPU). Every op is asynchronous with
+// respect to the host on devices that can be: call synchronize() before reading results
+// copied to the host. Index tensors (ids, positions, page tables) are i32 and live in
+// device memory, so a captured step can be replayed with new contents.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "tandem/device.hpp"
+#include "tandem/dtype.hpp"
+#include "tandem/export.hpp"
+#include "tandem/plugin_abi.hpp"
+#include "tandem/sampling_params.hpp"
+#include "tandem/tensor_view.hpp"
+
+namespace tandem {
+
+struct tensor_info;
+
+// Memory owned by a backend; freed when destroyed.
+class TANDEM_API device_buffer {
+ public:
+  virtual ~device_buffer();
+  virtual void* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
+// A linear weight W of shape {out, in} prepared for this backend's kernels (y = x W^T).
+class TANDEM_API linear_weight {
+ public:
+  virtual ~linear_weight();
+  virtual int64_t in_features() const = 0;
+  virtual int64_t out_features() const = 0;
+  virtual dtype storage_type() const = 0;  // as stored on the device (may be quantized)
+};
+
+// Shape of the paged KV pool. K and V of one layer are each
+// [n_pages, page_size, n_kv_heads, head_dim] of `type`.
+struct kv_layout {
+  int n_layers = 0;
+  int64_t n_pages = 0;
+  int page_size = 16;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  dtype type = dtype::f32;
+
+  int64_t bytes_per_token() const {  // K and V, all layers
+    return 2LL * n_layers * n_kv_heads * head_dim * traits(type).block_bytes;
+  }
+};
+
+class TANDEM_API kv_storage {
+ public:
+  virtual ~kv_storage();
+  virtual const kv_layout& layout() const = 0;
+};
+
+// A flattened batch of sequences for attention (prefill chunks and decode tokens mixed).
+// Row r of q belongs to the sequence s with query_start[s] <= r < query_start[s+1]; its
+// new tokens occupy positions seq_lens[s] - n_new .. seq_lens[s] - 1 of that sequence.
+struct attention_batch {
+  int n_seqs = 0;
+  int n_tokens = 0;
+  int max_pages_per_seq = 0;
+  tensor_view query_start;   // i32 [n_seqs + 1]
+  tensor_view seq_lens;      // i32 [n_seqs]: context after this step (cached + new)
+  tensor_view page_table;    // i32 [n_seqs, max_pages_per_seq]: pool page of each logical page
+  tensor_view slot_mapping;  // i32 [n_tokens]: page * page_size + offset of each new token
+  tensor_view positions;     // i32 [n_tokens]: absolute position of each new token
+};
+
+struct rope_params {
+  float theta = 10000.0f;
+  int rotary_dims = 0;   // leading dims rotated; 0 = all of head_dim
+  bool neox = false;     // false: rotate adjacent pairs (GGUF llama); true: halves
+};
+
+class TANDEM_API backend : public plugin_object {
+ public:
+  ~backend() override;
+
+  virtual device dev() const = 0;
+  virtual std::string describe() const = 0;      // one line for start-up logs
+  virtual dtype activation_type() const = 0;     // dtype of activation buffers
+  virtual size_t memory_budget() const = 0;      // bytes usable for KV and workspace
+
+  // Memory. Copies are between host memory and a buffer of this backend.
+  virtual std::unique_ptr<device_buffer> alloc(size_t bytes) = 0;
+  virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // Weights. load_tensor converts a (possibly quantized) host tensor to `as`.
+  virtual std::unique_ptr<linear_weight> load_linear(const tensor_info& w) = 0;
+  virtual std::unique_ptr<device_buffer> load_tensor(const tensor_info& t, dtype as) = 0;
+  virtual std::unique_ptr<kv_storage> alloc_kv(const kv_layout& layout) = 0;
+
+  // out[i] = row ids[i] of the embedding table (dequantized).  ids: [n] -> out: [n, d]
+  virtual void embed(const linear_weight& table, tensor_view ids, tensor_view out) = 0;
+  // out = x / rms(x) * weight, per row.  x, out: [n, d]; weight: f32 [d]
+  virtual void rms_norm(tensor_view x, tensor_view weight, float eps, tensor_view out) = 0;
+  // residual += x; out = rms_norm(residual).  The fused pre-norm of each block.
+  virtual void add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
+                            tensor_view out) = 0;
+  // y = x W^T.  x: [n, in] -> y: [n, out]
+  virtual void linear(const linear_weight& w, tensor_view x, tensor_view y) = 0;
+  // Rotates x in place by its token's position.  x: [n, heads, head_dim]; positions: [n]
+  virtual void rope(tensor_view x, tensor_view positions, const rope_params& p) = 0;
+  // Writes k, v into the pool at batch.slot_mapping, then causal GQA attention of q over
+  // each sequence's pages.  q, out: [n, n_heads, head_dim]; k, v: [n, n_kv_heads, head_dim]
+  virtual void attention(tensor_view q, tensor_view k, tensor_view v, kv_storage& kv, int layer,
+                         const attention_batch& batch, float scale, tensor_view out) = 0;
+  // out = silu(gate) * up.  all: [n, d]
+  virtual void silu_mul(tensor_view gate, tensor_view up, tensor_view out) = 0;
+  // out = a + b.  all the same shape
+  virtual void add(tensor_view a, tensor_view b, tensor_view out) = 0;
+  // out[i] = x[rows[i]].  x: [n, d]; rows: i32 [m] -> out: [m, d]
+  virtual void gather_rows(tensor_view x, tensor_view rows, tensor_view out) = 0;
+  // One token per row of logits, drawn as params[i] says.  logits: f32 [m, vocab] -> ids: i32 [m]
+  virtual void sample(tensor_view logits, std::span<const sampling_params> params,
+                      tensor_view ids) = 0;
+
+  // Runs `body` (a sequence of the ops above on fixed buffers). Backends that can record
+  // work (CUDA graphs) may record it on the first call for `key` and replay it later; the
+  // body must then issue the same ops on the same buffers every time. Default: run it.
+  virtual void run_recorded(uint64_t key, const std::function<void()>& body) {
+    (void)key;
+    body();
+  }
+};
+
+}  // namespace tandem

@@ -1,0 +1,24 @@
+// Key functions of the plugin interfaces: one vtable and typeinfo per interface, in
+// libtandem_core.so, shared by the host and every plugin.
+#include "tandem/backend.hpp"
+#include "tandem/drafter.hpp"
+#include "tandem/logger.hpp"
+#include "tandem/plugin_abi.hpp"
+#include "tandem/scheduler.hpp"
+#include "tandem/transport.hpp"
+#include "tandem/weight_format.hpp"
+
+namespace tandem {
+
+plugin_object::~plugin_object() = default;
+weight_format::~weight_format() = default;
+backend::~backend() = default;
+device_buffer::~device_buffer() = default;
+linear_weight::~linear_weight() = default;
+kv_storage::~kv_storage() = default;
+scheduler::~scheduler() = default;
+drafter::~drafter() = default;
+transport::~transport() = default;
+logger::~logger() = default;
+
+}  // namespace tandem
