@@ -1,0 +1,190 @@
+#include "llama_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "tandem/error.hpp"
+
+namespace tandem {
+namespace {
+
+std::string blk(int l, const char* what) { return "blk." + std::to_string(l) + "." + what + ".weight"; }
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+}  // namespace
+
+llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
+                         int64_t kv_pages, int page_size)
+    : be_(be), weights_(weights), hp_(hp) {
+  load_weights();
+  kv_layout layout;
+  layout.n_layers = hp_.n_layers;
+  layout.n_pages = kv_pages;
+  layout.page_size = page_size;
+  layout.n_kv_heads = hp_.n_kv_heads;
+  layout.head_dim = hp_.head_dim;
+  layout.type = be_.activation_type();
+  kv_ = be_.alloc_kv(layout);
+  ws_.init(be_, hp_);
+}
+
+const tensor_info& llama_model::tensor(const std::string& name) const {
+  const tensor_info* t = weights_.find(name);
+  if (!t) throw model_error("model", "tensor " + name + " is missing");
+  return *t;
+}
+
+std::unique_ptr<linear_weight> llama_model::linear(const std::string& name, int64_t out, int64_t in) {
+  const tensor_info& t = tensor(name);
+  if (t.shape != std::vector<int64_t>{out, in})
+    throw model_error("model", "tensor " + name + " has shape " + shape_str(t.shape) +
+                                   ", expected " + shape_str({out, in}));
+  return be_.load_linear(t);
+}
+
+std::unique_ptr<device_buffer> llama_model::norm(const std::string& name) {
+  const tensor_info& t = tensor(name);
+  if (t.shape != std::vector<int64_t>{hp_.hidden})
+    throw model_error("model", "norm " + name + " has shape " + shape_str(t.shape));
+  return be_.load_tensor(t, dtype::f32);
+}
+
+void llama_model::load_weights() {
+  const int64_t qdim = int64_t(hp_.n_heads) * hp_.head_dim;
+  const int64_t kvdim = int64_t(hp_.n_kv_heads) * hp_.head_dim;
+  tok_embd_ = linear("token_embd.weight", hp_.vocab, hp_.hidden);
+  if (weights_.find("output.weight")) output_ = linear("output.weight", hp_.vocab, hp_.hidden);
+  output_norm_ = norm("output_norm.weight");
+  layers_.resize(hp_.n_layers);
+  for (int l = 0; l < hp_.n_layers; ++l) {
+    layer& L = layers_[l];
+    L.attn_norm = norm(blk(l, "attn_norm"));
+    L.ffn_norm = norm(blk(l, "ffn_norm"));
+    L.wq = linear(blk(l, "attn_q"), qdim, hp_.hidden);
+    L.wk = linear(blk(l, "attn_k"), kvdim, hp_.hidden);
+    L.wv = linear(blk(l, "attn_v"), kvdim, hp_.hidden);
+    L.wo = linear(blk(l, "attn_output"), hp_.hidden, qdim);
+    L.gate = linear(blk(l, "ffn_gate"), hp_.ffn, hp_.hidden);
+    L.up = linear(blk(l, "ffn_up"), hp_.ffn, hp_.hidden);
+    L.down = linear(blk(l, "ffn_down"), hp_.hidden, hp_.ffn);
+  }
+}
+
+tensor_view llama_model::norm_view(const device_buffer& b) const {
+  return tensor_view::contiguous(b.data(), dtype::f32, {hp_.hidden}, be_.dev());
+}
+
+void llama_model::forward(const step_plan& plan, bool all_logits) {
+  const int page = kv_->layout().page_size;
+  const int64_t n_seqs = static_cast<int64_t>(plan.seqs.size());
+  std::vector<int32_t> ids, pos, slots, qstart{0}, lens, rows;
+  int64_t max_pages = 1;
+  for (const auto& s : plan.seqs) max_pages = std::max<int64_t>(max_pages, s.pages.size());
+  std::vector<int32_t> table(n_seqs * max_pages, 0);
+
+  for (int64_t i = 0; i < n_seqs; ++i) {
+    const step_seq& s = plan.seqs[i];
+    const int64_t end = s.start_pos + static_cast<int64_t>(s.tokens.size());
+    if (s.tokens.empty() || s.start_pos < 0 || end > static_cast<int64_t>(s.pages.size()) * page)
+      throw request_error(s.request_id, "step plan: tokens do not fit the sequence's pages");
+    for (size_t t = 0; t < s.tokens.size(); ++t) {
+      const int64_t p = s.start_pos + static_cast<int64_t>(t);
+      if (s.tokens[t] < 0 || s.tokens[t] >= hp_.vocab)
+        throw request_error(s.request_id, "token id " + std::to_string(s.tokens[t]) + " out of range");
+      if (all_logits) rows.push_back(static_cast<int32_t>(ids.size()));
+      ids.push_back(s.tokens[t]);
+      pos.push_back(static_cast<int32_t>(p));
+      slots.push_back(s.pages[p / page] * page + static_cast<int32_t>(p % page));
+    }
+    if (s.sample && !all_logits) rows.push_back(static_cast<int32_t>(ids.size() - 1));
+    qstart.push_back(static_cast<int32_t>(ids.size()));
+    lens.push_back(static_cast<int32_t>(end));
+    std::copy(s.pages.begin(), s.pages.end(), table.begin() + i * max_pages);
+  }
+  const int64_t n = static_cast<int64_t>(ids.size());
+  n_rows_ = static_cast<int64_t>(rows.size());
+  ws_.reserve(n, n_seqs, max_pages, std::max<int64_t>(n_rows_, 1));
+
+  auto upload = [&](tensor_view dst, const std::vector<int32_t>& src) {
+    if (!src.empty()) be_.copy_to_device(dst.data, src.data(), src.size() * 4);
+  };
+  upload(ws_.ids(n), ids);
+  upload(ws_.positions(n), pos);
+  upload(ws_.slots(n), slots);
+  upload(ws_.query_start(n_seqs), qstart);
+  upload(ws_.seq_lens(n_seqs), lens);
+  upload(ws_.page_table(n_seqs, max_pages), table);
+  upload(ws_.rows(n_rows_), rows);
+
+  batch_.n_seqs = static_cast<int>(n_seqs);
+  batch_.n_tokens = static_cast<int>(n);
+  batch_.max_pages_per_seq = static_cast<int>(max_pages);
+  batch_.query_start = ws_.query_start(n_seqs);
+  batch_.seq_lens = ws_.seq_lens(n_seqs);
+  batch_.page_table = ws_.page_table(n_seqs, max_pages);
+  batch_.slot_mapping = ws_.slots(n);
+  batch_.positions = ws_.positions(n);
+  n_tokens_ = static_cast<int>(n);
+  run_layers(static_cast<int>(n));
+}
+
+void llama_model::run_layers(int n) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
+  rope_params rope{hp_.rope_theta, hp_.rope_dims, false};
+  tensor_view x = ws_.x(n), h = ws_.h(n), proj = ws_.proj(n);
+  be_.embed(*tok_embd_, ws_.ids(n), x);
+  for (int l = 0; l < hp_.n_layers; ++l) {
+    const layer& L = layers_[l];
+    // The previous block's output joins the residual stream inside the fused norm.
+    if (l == 0) be_.rms_norm(x, norm_view(*L.attn_norm), hp_.rms_eps, h);
+    else be_.add_rms_norm(x, proj, norm_view(*L.attn_norm), hp_.rms_eps, h);
+    be_.linear(*L.wq, h, ws_.q(n));
+    be_.linear(*L.wk, h, ws_.k(n));
+    be_.linear(*L.wv, h, ws_.v(n));
+    be_.rope(ws_.q(n), batch_.positions, rope);
+    be_.rope(ws_.k(n), batch_.positions, rope);
+    be_.attention(ws_.q(n), ws_.k(n), ws_.v(n), *kv_, l, batch_, scale, ws_.attn(n));
+    tensor_view attn_flat = ws_.attn(n);
+    attn_flat.ndim = 2;
+    attn_flat.shape = {n, int64_t(hp_.n_heads) * hp_.head_dim, 0, 0};
+    attn_flat.strides = {attn_flat.shape[1], 1, 0, 0};
+    be_.linear(*L.wo, attn_flat, proj);
+    be_.add_rms_norm(x, proj, norm_view(*L.ffn_norm), hp_.rms_eps, h);
+    be_.linear(*L.gate, h, ws_.gate(n));
+    be_.linear(*L.up, h, ws_.up(n));
+    be_.silu_mul(ws_.gate(n), ws_.up(n), ws_.gate(n));
+    be_.linear(*L.down, ws_.gate(n), proj);
+  }
+  be_.add_rms_norm(x, proj, norm_view(*output_norm_), hp_.rms_eps, h);
+  if (n_rows_ == 0) return;
+  be_.gather_rows(h, ws_.rows(n_rows_), ws_.rows_h(n_rows_));
+  be_.linear(output_ ? *output_ : *tok_embd_, ws_.rows_h(n_rows_), ws_.logits(n_rows_));
+}
+
+std::vector<int32_t> llama_model::sample(const std::vector<sampling_params>& params) {
+  if (static_cast<int64_t>(params.size()) != n_rows_)
+    throw error("sample: " + std::to_string(params.size()) + " parameter sets for " +
+                std::to_string(n_rows_) + " logits rows");
+  std::vector<int32_t> out(n_rows_);
+  if (n_rows_ == 0) return out;
+  be_.sample(ws_.logits(n_rows_), params, ws_.sampled(n_rows_));
+  be_.copy_to_host(out.data(), ws_.sampled(n_rows_).data, out.size() * 4);
+  be_.synchronize();
+  return out;
+}
+
+std::vector<float> llama_model::logits_to_host() const {
+  std::vector<float> out(n_rows_ * hp_.vocab);
+  if (out.empty()) return out;
+  be_.copy_to_host(out.data(), ws_.logits(n_rows_).data, out.size() * 4);
+  be_.synchronize();
+  return out;
+}
+
+}  // namespace tandem

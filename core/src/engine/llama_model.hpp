@@ -1,0 +1,64 @@
+#pragma once
+// The llama architecture built from backend ops: weights loaded onto a backend, a KV
+// pool's storage, and a forward pass over one step plan (prefill chunks and decode tokens
+// of several sequences flattened into one batch).
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "llama_hparams.hpp"
+#include "step_workspace.hpp"
+#include "tandem/backend.hpp"
+#include "tandem/step_plan.hpp"
+#include "tandem/weight_format.hpp"
+
+namespace tandem {
+
+class llama_model {
+ public:
+  // Loads every weight of `weights` that the architecture needs onto `be` and allocates
+  // KV storage of `kv_pages` pages. model_error when a tensor is missing or misshapen.
+  llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
+              int64_t kv_pages, int page_size);
+
+  const llama_hparams& hparams() const { return hp_; }
+  const kv_layout& kv() const { return kv_->layout(); }
+
+  // Computes the plan. Logits are kept for the last token of every sequence with
+  // `sample` set, or for every token when all_logits is true.
+  void forward(const step_plan& plan, bool all_logits = false);
+  // One sampled token per logits row (after forward), in row order.
+  std::vector<int32_t> sample(const std::vector<sampling_params>& params);
+  // The logits rows of the last forward, [rows, vocab], copied to the host.
+  std::vector<float> logits_to_host() const;
+  int64_t logit_rows() const { return n_rows_; }
+  // Final hidden states (pre-norm residual stream) of the last forward: [n_tokens, hidden].
+  tensor_view hidden_states() const { return ws_.x(n_tokens_); }
+
+ private:
+  struct layer {
+    std::unique_ptr<device_buffer> attn_norm, ffn_norm;
+    std::unique_ptr<linear_weight> wq, wk, wv, wo, gate, up, down;
+  };
+
+  const tensor_info& tensor(const std::string& name) const;
+  std::unique_ptr<linear_weight> linear(const std::string& name, int64_t out, int64_t in);
+  std::unique_ptr<device_buffer> norm(const std::string& name);
+  void load_weights();
+  void run_layers(int n_tokens);
+  tensor_view norm_view(const device_buffer& b) const;
+
+  backend& be_;
+  const weight_format& weights_;
+  llama_hparams hp_;
+  std::unique_ptr<linear_weight> tok_embd_, output_;  // output_ null when tied
+  std::unique_ptr<device_buffer> output_norm_;
+  std::vector<layer> layers_;
+  std::unique_ptr<kv_storage> kv_;
+  step_workspace ws_;
+  attention_batch batch_;
+  int n_tokens_ = 0;
+  int64_t n_rows_ = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,34 @@
+#pragma once
+// scheduler.fcfs: first come, first served with continuous batching.
+//
+// Each step: every running request that is decoding gets one token (decodes first, so
+// generation never stalls behind a prefill); then running requests that are still
+// prefilling continue in chunks; then waiting requests are admitted strictly in arrival
+// order while the step's token budget, the batch limit and free pages allow. When a
+// decode needs a page and none is free, the youngest running request is preempted
+// (its pages are freed and it is recomputed later).
+#include <cstdint>
+
+#include "tandem/config.hpp"
+#include "tandem/scheduler.hpp"
+
+namespace tandem {
+
+struct fcfs_settings {
+  int64_t max_batch = 16;            // most requests in one step
+  int64_t max_tokens_per_step = 512; // token budget of one step (decode + prefill)
+  int64_t max_prefill_chunk = 0;     // most prompt tokens of one request per step; 0 = budget
+
+  static fcfs_settings from(const config& cfg);
+};
+
+class fcfs_scheduler final : public scheduler {
+ public:
+  explicit fcfs_scheduler(fcfs_settings s) : s_(s) {}
+  sched_decision schedule(const sched_state& state) override;
+
+ private:
+  fcfs_settings s_;
+};
+
+}  // namespace tandem
