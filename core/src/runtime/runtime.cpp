@@ -1,0 +1,155 @@
+#include "tandem/runtime.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fmt/format.h>
+
+#include "llama_hparams.hpp"
+#include "llama_model.hpp"
+#include "tandem/backend.hpp"
+#include "tandem/error.hpp"
+#include "tandem/model_store.hpp"
+#include "tandem/pipeline.hpp"
+#include "tandem/plugin_host.hpp"
+#include "tandem/scheduler.hpp"
+#include "tandem/transport.hpp"
+#include "tandem/weight_format.hpp"
+
+namespace tandem {
+
+// Members are declared in the order they must be built; they are destroyed in reverse,
+// so the engine goes before the model, the model before the backend that holds its
+// buffers, and the backend before the weights it may reference.
+struct runtime::impl {
+  pipeline_spec spec;
+  std::unique_ptr<plugin_host> host;
+  std::unique_ptr<weight_format> weights;
+  std::unique_ptr<backend> be;
+  std::unique_ptr<transport> comm;
+  std::unique_ptr<scheduler> sched;
+  std::unique_ptr<tokenizer> tok;
+  std::unique_ptr<chat_template> chat;
+  std::unique_ptr<llama_model> model;
+  std::unique_ptr<engine> eng;
+  std::string bos_text, eos_text;
+  int64_t max_model_len = 0;
+  std::vector<std::string> summary;
+};
+
+runtime::runtime() : impl_(std::make_unique<impl>()) {}
+runtime::~runtime() = default;
+
+namespace {
+
+pipeline_spec load_spec(const std::filesystem::path& file, plugin_host& host,
+                        const std::vector<std::string>& overrides) {
+  pipeline_result r = load_pipeline(file, host, overrides);
+  if (!r.errors.empty() || !r.spec) {
+    std::string all;
+    for (const diagnostic& d : r.errors) all += (all.empty() ? "" : "\n") + d.str();
+    throw config_error("", all.empty() ? "pipeline could not be loaded" : all);
+  }
+  return std::move(*r.spec);
+}
+
+// KV pages: the pipeline's kv_tokens, or as many as the backend's memory budget holds
+// after weights, never more than needed for 64 sequences of the maximum length.
+int64_t kv_pages_for(const pipeline_spec& spec, const backend& be, const kv_layout& per_token,
+                     int64_t max_model_len) {
+  const int64_t page = spec.engine.get_int("page_size");
+  int64_t tokens = spec.engine.get_int("kv_tokens");
+  if (tokens == 0) {
+    tokens = static_cast<int64_t>(be.memory_budget() / static_cast<size_t>(per_token.bytes_per_token()));
+    tokens = std::min(tokens, 64 * max_model_len);
+  }
+  const int64_t pages = tokens / page;
+  if (pages < (max_model_len + page - 1) / page && spec.engine.get_int("kv_tokens") == 0)
+    throw config_error("engine.kv_tokens", fmt::format("the backend's memory holds only {} tokens of "
+                                                       "KV, less than one sequence of {}", tokens,
+                                                       max_model_len));
+  if (pages < 1) throw config_error("engine.kv_tokens", "the KV pool must hold at least one page");
+  return pages;
+}
+
+}  // namespace
+
+std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const runtime_options& opt) {
+  auto say = [&](std::string_view s) { if (opt.progress) opt.progress(s); };
+  std::unique_ptr<runtime> rt(new runtime());
+  impl& m = *rt->impl_;
+  m.host = std::make_unique<plugin_host>(plugin_host::default_search_path());
+  m.spec = load_spec(file, *m.host, opt.overrides);
+
+  const std::filesystem::path model_file = resolve_model(m.spec.model, opt.allow_pull, opt.progress);
+  m.weights = m.host->create<weight_format>(m.spec.weights.name, m.spec.weights.cfg);
+  say(fmt::format("opening {}", model_file.string()));
+  m.weights->open(model_file);
+  const llama_hparams hp = llama_hparams::from_metadata(m.weights->meta(), model_file.string());
+
+  m.be = m.host->create<backend>(m.spec.backend.name, m.spec.backend.cfg);
+  m.comm = m.host->create<transport>(m.spec.transport.name, m.spec.transport.cfg);
+  m.sched = m.host->create<scheduler>(m.spec.scheduler.name, m.spec.scheduler.cfg);
+  m.tok = std::make_unique<tokenizer>(tokenizer::from_metadata(m.weights->meta(), model_file.string()));
+  if (auto tmpl = m.weights->meta().get_string("tokenizer.chat_template"))
+    m.chat = std::make_unique<chat_template>(*tmpl);
+  if (m.tok->bos() >= 0) m.bos_text = m.tok->token_bytes(m.tok->bos());
+  if (m.tok->eos() >= 0) m.eos_text = m.tok->token_bytes(m.tok->eos());
+
+  const int64_t want_len = m.spec.engine.get_int("max_model_len");
+  m.max_model_len = want_len > 0 ? want_len : hp.context;
+  const int page = static_cast<int>(m.spec.engine.get_int("page_size"));
+  kv_layout per_token{hp.n_layers, 0, page, hp.n_kv_heads, hp.head_dim, m.be->activation_type()};
+  const int64_t pages = kv_pages_for(m.spec, *m.be, per_token, m.max_model_len);
+
+  say(fmt::format("loading weights onto {}", m.be->describe()));
+  m.model = std::make_unique<llama_model>(*m.be, *m.weights, hp, pages, page);
+  engine::parts parts;
+  parts.model = m.model.get();
+  parts.sched = m.sched.get();
+  parts.comm = m.comm.get();
+  parts.end_of_generation = m.tok->end_of_generation_ids();
+  parts.max_model_len = m.max_model_len;
+  parts.kv_pages = pages;
+  parts.page_size = page;
+  m.eng = std::make_unique<engine>(std::move(parts));
+
+  const int64_t kv_tokens = pages * page;
+  m.summary.push_back(fmt::format("model: {} ({}, {} layers, hidden {}, vocab {})", m.spec.model,
+                                  hp.arch, hp.n_layers, hp.hidden, hp.vocab));
+  m.summary.push_back(fmt::format("plugins: {}, {}, {}, {}", m.spec.weights.name, m.spec.backend.name,
+                                  m.spec.scheduler.name, m.spec.transport.name));
+  m.summary.push_back(fmt::format("backend: {}", m.be->describe()));
+  m.summary.push_back(fmt::format(
+      "KV pool: {} tokens ({} pages of {}, {:.1f} MiB); maximum concurrency for {} tokens per "
+      "request: {:.2f}x", kv_tokens, pages, page,
+      static_cast<double>(kv_tokens) * per_token.bytes_per_token() / (1 << 20), m.max_model_len,
+      static_cast<double>(kv_tokens) / static_cast<double>(m.max_model_len)));
+  return rt;
+}
+
+engine& runtime::eng() { return *impl_->eng; }
+const tokenizer& runtime::tok() const { return *impl_->tok; }
+const pipeline_spec& runtime::spec() const { return impl_->spec; }
+const std::string& runtime::model_name() const { return impl_->spec.model; }
+int64_t runtime::max_model_len() const { return impl_->max_model_len; }
+const std::vector<std::string>& runtime::summary() const { return impl_->summary; }
+
+std::string runtime::render_chat(std::span<const chat_message> messages, bool add_generation_prompt) const {
+  if (!impl_->chat) throw model_error(impl_->spec.model, "the model has no chat template");
+  chat_render_options o;
+  o.add_generation_prompt = add_generation_prompt;
+  o.bos_token = impl_->bos_text;
+  o.eos_token = impl_->eos_text;
+  return impl_->chat->render(messages, o);
+}
+
+std::vector<int32_t> runtime::tokens_for_chat(std::span<const chat_message> messages,
+                                              bool add_generation_prompt) const {
+  std::vector<int32_t> ids;
+  if (impl_->tok->add_bos() && impl_->tok->bos() >= 0) ids.push_back(impl_->tok->bos());
+  std::vector<int32_t> body = impl_->tok->encode(render_chat(messages, add_generation_prompt));
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
+}
+
+}  // namespace tandem
