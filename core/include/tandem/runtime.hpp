@@ -43,6 +43,8 @@ class runtime {
   const std::string& model_name() const;        // what the pipeline's model: says
   int64_t max_model_len() const;
   const std::vector<std::string>& summary() const;  // start-up lines: plugins, model, KV pool
+  // Bytes of weights one decode step reads (every tensor once; a tied LM head counts once).
+  size_t weight_bytes_per_token() const;
 
   // The prompt tokens of a conversation rendered with the model's chat template.
   std::vector<int32_t> tokens_for_chat(std::span<const chat_message> messages,

@@ -134,6 +134,12 @@ const std::string& runtime::model_name() const { return impl_->spec.model; }
 int64_t runtime::max_model_len() const { return impl_->max_model_len; }
 const std::vector<std::string>& runtime::summary() const { return impl_->summary; }
 
+size_t runtime::weight_bytes_per_token() const {
+  size_t total = 0;
+  for (const tensor_info& t : impl_->weights->tensors()) total += t.nbytes;
+  return total;
+}
+
 std::string runtime::render_chat(std::span<const chat_message> messages, bool add_generation_prompt) const {
   if (!impl_->chat) throw model_error(impl_->spec.model, "the model has no chat template");
   chat_render_options o;
