@@ -32,6 +32,9 @@ struct token_event {
   int32_t token = -1;            // -1 when the event only reports an end
   finish_reason finished = finish_reason::none;
   std::string error;             // set when finished == error
+  float logprob = 0;             // log-probability of `token` (when logprobs >= 0 was asked)
+  std::vector<std::pair<int32_t, float>> top_logprobs;  // most likely tokens, best first
+  double queued_s = -1;          // first event only: seconds from submit to first scheduling
 };
 
 struct generation_request {
@@ -40,6 +43,9 @@ struct generation_request {
   int64_t max_new_tokens = 256;
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;   // in addition to the model's end-of-generation ids
+  int32_t logprobs = -1;                 // -1 none; 0 the chosen token's; k also the top k
+  float presence_penalty = 0;            // OpenAI semantics, over generated tokens
+  float frequency_penalty = 0;
   std::function<void(const token_event&)> on_event;
 };
 
@@ -76,6 +82,8 @@ class engine {
   // Runs one step: schedule, compute, sample, emit events. False when there was nothing to do.
   bool step();
   bool has_work() const;
+  // Blocks until a request or cancel arrives, or `timeout` passes (for an idle engine thread).
+  void wait_for_work(std::chrono::milliseconds timeout);
   engine_stats stats() const;
 
  private:

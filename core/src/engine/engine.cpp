@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <mutex>
 
@@ -49,6 +50,7 @@ struct engine::impl {
 
   using seq_ptr = std::unique_ptr<sequence>;
   mutable std::mutex inbox_mu;
+  std::condition_variable inbox_cv;
   std::vector<seq_ptr> inbox;
   std::vector<uint64_t> cancels;
   std::atomic<size_t> pending{0};
@@ -249,6 +251,7 @@ uint64_t engine::submit(generation_request r) {
   std::lock_guard lock(impl_->inbox_mu);
   impl_->inbox.push_back(std::move(s));
   ++impl_->pending;
+  impl_->inbox_cv.notify_one();
   return id;
 }
 
@@ -256,6 +259,12 @@ void engine::cancel(uint64_t id) {
   std::lock_guard lock(impl_->inbox_mu);
   impl_->cancels.push_back(id);
   ++impl_->pending;
+  impl_->inbox_cv.notify_one();
+}
+
+void engine::wait_for_work(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->inbox_mu);
+  impl_->inbox_cv.wait_for(lock, timeout, [this] { return impl_->pending > 0; });
 }
 
 bool engine::has_work() const {
