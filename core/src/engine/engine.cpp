@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "llama_model.hpp"
+#include "logit_processing.hpp"
 #include "tandem/error.hpp"
 #include "tandem/kv_pool.hpp"
 #include "tandem/scheduler.hpp"
@@ -67,8 +68,17 @@ struct engine::impl {
   }
 
   static void emit(sequence& s, int32_t token, finish_reason why, std::string err = {}) {
+    token_event ev;
+    ev.request_id = s.id;
+    ev.token = token;
+    ev.finished = why;
+    ev.error = std::move(err);
+    emit(s, std::move(ev));
+  }
+
+  static void emit(sequence& s, token_event ev) {
     if (!s.req.on_event) return;
-    token_event ev{s.id, token, why, std::move(err)};
+    if (s.generated <= 1 && ev.token >= 0 && s.first_scheduled_s >= 0) ev.queued_s = s.first_scheduled_s - s.arrival_s;
     try {
       s.req.on_event(ev);
     } catch (...) {
@@ -208,6 +218,19 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
   }
   p.model->forward(plan);
   std::vector<int32_t> ids = p.model->sample(params);
+  std::vector<token_event> events(samplers.size());
+  if (std::any_of(samplers.begin(), samplers.end(), [](sequence* s) { return needs_host_logits(s->req); })) {
+    const std::vector<float> logits = p.model->logits_to_host();
+    const int vocab = p.model->hparams().vocab;
+    for (size_t j = 0; j < samplers.size(); ++j) {
+      const sequence& s = *samplers[j];
+      if (!needs_host_logits(s.req)) continue;
+      const float* row = logits.data() + j * static_cast<size_t>(vocab);
+      std::span<const int32_t> out(s.tokens.data() + s.prompt_len, s.tokens.size() - s.prompt_len);
+      if (has_penalties(s.req)) ids[j] = sample_with_penalties(row, vocab, s.req, params[j], out);
+      if (s.req.logprobs >= 0) fill_logprobs(row, vocab, ids[j], s.req.logprobs, events[j]);
+    }
+  }
 
   for (size_t i = 0; i < scheduled.size(); ++i) {
     sequence& s = *scheduled[i];
@@ -224,7 +247,10 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
     if (is_stop(s, tok)) why = finish_reason::stop;
     else if (s.generated >= s.req.max_new_tokens ||
              static_cast<int64_t>(s.tokens.size()) >= p.max_model_len) why = finish_reason::length;
-    emit(s, tok, why);
+    events[j].request_id = s.id;
+    events[j].token = tok;
+    events[j].finished = why;
+    emit(s, std::move(events[j]));
     if (why != finish_reason::none) {
       pool.release(s.pages);
       s.id = 0;  // marks it for removal below

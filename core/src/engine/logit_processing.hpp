@@ -1,0 +1,25 @@
+#pragma once
+// Per-request logit work done on the host: OpenAI presence/frequency penalties and
+// logprobs. Requests that ask for neither never copy logits off the device.
+#include <cstdint>
+#include <span>
+
+#include "tandem/engine.hpp"
+
+namespace tandem {
+
+inline bool has_penalties(const generation_request& r) {
+  return r.presence_penalty != 0 || r.frequency_penalty != 0;
+}
+inline bool needs_host_logits(const generation_request& r) { return has_penalties(r) || r.logprobs >= 0; }
+
+// logit[t] -= presence * (count_t > 0) + frequency * count_t over the generated tokens,
+// then draws with the reference sampler (same seed semantics as the backend's).
+int32_t sample_with_penalties(const float* logits, int vocab, const generation_request& r,
+                              const sampling_params& p, std::span<const int32_t> generated);
+
+// Log-probability of `token` and the `top` most likely tokens under the model's raw
+// distribution (log-softmax of the logits), best first.
+void fill_logprobs(const float* logits, int vocab, int32_t token, int top, token_event& ev);
+
+}  // namespace tandem
