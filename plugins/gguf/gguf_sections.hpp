@@ -1,0 +1,29 @@
+#pragma once
+// Internal: readers for the two tables of a GGUF file. Each validates what it reads and
+// throws model_error (through the byte_reader) on anything malformed.
+#include <cstdint>
+#include <vector>
+
+#include "byte_reader.hpp"
+#include "gguf_file.hpp"
+
+namespace tandem::gguf {
+
+// Smallest possible encodings, used to reject counts the remaining bytes cannot hold.
+inline constexpr uint64_t min_kv_bytes = 8 + 4 + 1;          // key length, type, 1-byte value
+inline constexpr uint64_t min_tensor_info_bytes = 8 + 4 + 4 + 8;  // name length, n_dims, type, offset
+
+// Reads `count` key/value pairs into `meta` (typed) and `kvs` (as stored).
+void read_metadata(byte_reader& r, uint64_t count, model_metadata& meta,
+                   std::vector<kv_entry>& kvs);
+
+// A tensor as the table states it; `info.data` is filled once the data section is known.
+struct tensor_record {
+  tensor_info info;
+  uint64_t offset;  // from the start of the data section
+};
+
+// Reads `count` tensor infos, checking names, dims, types and block sizes.
+std::vector<tensor_record> read_tensor_table(byte_reader& r, uint64_t count);
+
+}  // namespace tandem::gguf
