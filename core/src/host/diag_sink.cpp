@@ -1,0 +1,60 @@
+#include "diag_sink.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <tuple>
+
+namespace tandem {
+
+std::string diagnostic::str() const {
+  std::string s = pos.file;
+  if (pos.line > 0) {
+    s.append(":").append(std::to_string(pos.line));
+    s.append(":").append(std::to_string(pos.col));
+  }
+  s += ": error: ";
+  if (!key_path.empty()) s += key_path + ": ";
+  s += message;
+  if (!hint.empty()) s += " (" + hint + ")";
+  return s;
+}
+
+std::optional<std::string> getenv_lookup(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  if (!v) return std::nullopt;
+  return std::string(v);
+}
+
+namespace host_detail {
+namespace {
+
+int group_of(const source_pos& p) {
+  if (p.file == environment_file) return 1;
+  if (p.file == command_line_file) return 2;
+  return 0;
+}
+
+}  // namespace
+
+void diag_sink::error(source_pos pos, std::string key_path, std::string message, std::string hint) {
+  // Two stages may find the same fault (e.g. a value the environment also sets); say it once.
+  for (const diagnostic& d : items_)
+    if (d.pos.file == pos.file && d.pos.line == pos.line && d.pos.col == pos.col &&
+        d.key_path == key_path && d.message == message)
+      return;
+  items_.push_back({std::move(pos), std::move(key_path), std::move(message), std::move(hint)});
+}
+
+std::vector<diagnostic> diag_sink::sorted() const {
+  std::vector<diagnostic> out = items_;
+  std::stable_sort(out.begin(), out.end(), [](const diagnostic& a, const diagnostic& b) {
+    int ga = group_of(a.pos), gb = group_of(b.pos);
+    if (ga != gb) return ga < gb;
+    if (ga != 0) return false;  // environment and command line: order reported
+    return std::tie(a.pos.line, a.pos.col) < std::tie(b.pos.line, b.pos.col);
+  });
+  return out;
+}
+
+}  // namespace host_detail
+}  // namespace tandem

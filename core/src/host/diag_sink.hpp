@@ -1,0 +1,28 @@
+#pragma once
+// Collects diagnostics from every stage of pipeline loading and hands them back in the
+// order a user reads them: the file top to bottom, then the environment, then the command
+// line (internal to the host).
+#include <string>
+#include <vector>
+
+#include "tandem/pipeline.hpp"
+
+namespace tandem::host_detail {
+
+inline constexpr const char* environment_file = "<environment>";
+inline constexpr const char* command_line_file = "<command line>";
+
+class diag_sink {
+ public:
+  void error(source_pos pos, std::string key_path, std::string message, std::string hint = {});
+  bool empty() const { return items_.empty(); }
+  size_t size() const { return items_.size(); }
+  // Sorted: file diagnostics by line and column, then environment, then command line, each
+  // group in the order reported.
+  std::vector<diagnostic> sorted() const;
+
+ private:
+  std::vector<diagnostic> items_;
+};
+
+}  // namespace tandem::host_detail

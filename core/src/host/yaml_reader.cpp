@@ -1,0 +1,152 @@
+#include "yaml_reader.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "suggest.hpp"
+
+namespace tandem::host_detail {
+namespace {
+
+struct reader {
+  std::string file;
+  diag_sink& sink;
+
+  source_pos pos(const YAML::Mark& m) const { return {file, m.line + 1, m.column + 1}; }
+
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  // yaml-cpp keeps every pair of a mapping, duplicates included, so they are visible here.
+  void check_duplicates(const YAML::Node& node, const std::string& path) {
+    if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i)
+        check_duplicates(node[i], path + "[" + std::to_string(i) + "]");
+      return;
+    }
+    if (!node.IsMap()) return;
+    std::map<std::string, YAML::Mark> seen;
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar()) {
+        sink.error(pos(kv.first.Mark()), path, "keys must be plain names, not a collection");
+        continue;
+      }
+      const std::string& key = kv.first.Scalar();
+      auto [it, fresh] = seen.emplace(key, kv.first.Mark());
+      if (!fresh) {
+        sink.error(pos(kv.first.Mark()), join(path, key),
+                   "duplicate key (first set at line " + std::to_string(it->second.line + 1) +
+                       ", column " + std::to_string(it->second.column + 1) + ")");
+        continue;  // the first one is used; its children were checked already
+      }
+      check_duplicates(kv.second, join(path, key));
+    }
+  }
+
+  static raw_value to_raw(const YAML::Node& v, const source_pos& key_pos, source_pos value_pos) {
+    raw_value r;
+    r.pos = value_pos;
+    if (v.IsNull()) {
+      r.k = raw_value::kind::null;
+      r.pos = key_pos;  // yaml-cpp marks an empty value at the next token, often a line below
+    } else if (v.IsScalar()) {
+      r.k = v.Tag() == "?" ? raw_value::kind::plain : raw_value::kind::quoted;
+      r.text = v.Scalar();
+    } else {
+      r.k = v.IsSequence() ? raw_value::kind::sequence : raw_value::kind::mapping;
+    }
+    return r;
+  }
+
+  static std::string shape(const YAML::Node& v) {
+    if (v.IsSequence()) return "a list";
+    if (v.IsMap()) return "a mapping";
+    if (v.IsNull()) return "nothing";
+    return "'" + v.Scalar() + "'";
+  }
+
+  void read_entries(const YAML::Node& map, raw_section& sec) {
+    for (const auto& kv : map) {
+      if (!kv.first.IsScalar() || sec.find(kv.first.Scalar())) continue;  // reported already
+      source_pos kp = pos(kv.first.Mark());
+      sec.entries.push_back({kv.first.Scalar(), kp, to_raw(kv.second, kp, pos(kv.second.Mark()))});
+    }
+  }
+
+  raw_section read_section(const section_info& info, const YAML::Node& key, const YAML::Node& v) {
+    raw_section sec{std::string(info.name), pos(key.Mark()), {}};
+    if (info.kind == section_kind::scalar) {
+      sec.entries.push_back({"", sec.key_pos, to_raw(v, sec.key_pos, pos(v.Mark()))});
+    } else if (v.IsMap()) {
+      read_entries(v, sec);
+    } else if (info.kind == section_kind::plugin && v.IsScalar()) {
+      // Shorthand `transport: local` names just the plugin.
+      sec.entries.push_back({"plugin", sec.key_pos, to_raw(v, sec.key_pos, pos(v.Mark()))});
+    } else if (!v.IsNull()) {
+      sec.malformed = true;
+      std::string want = info.kind == section_kind::plugin
+                             ? "a mapping such as { plugin: NAME, ... } or a plugin name"
+                             : "a mapping of settings";
+      sink.error(pos(v.Mark()), sec.name, "expected " + want + ", got " + shape(v));
+    }
+    return sec;
+  }
+
+  std::optional<raw_document> read_root(const YAML::Node& root) {
+    if (!root.IsMap()) {
+      sink.error(pos(root.Mark()), "",
+                 "expected a mapping of sections (model, weights, backend, ...), got " + shape(root));
+      return std::nullopt;
+    }
+    check_duplicates(root, "");
+    std::vector<std::string> names;
+    for (const section_info& s : known_sections()) names.emplace_back(s.name);
+    raw_document doc;
+    for (const auto& kv : root) {
+      if (!kv.first.IsScalar() || doc.find(kv.first.Scalar())) continue;  // reported already
+      const std::string& name = kv.first.Scalar();
+      const section_info* info = find_section(name);
+      if (!info) {
+        sink.error(pos(kv.first.Mark()), name, "unknown section", did_you_mean(name, names));
+        continue;
+      }
+      doc.sections.push_back(read_section(*info, kv.first, kv.second));
+    }
+    return doc;
+  }
+};
+
+}  // namespace
+
+std::optional<raw_document> read_pipeline_yaml(const std::filesystem::path& file, diag_sink& sink) {
+  reader r{file.string(), sink};
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    sink.error({r.file, 0, 0}, "", std::string("cannot read the file: ") + std::strerror(errno));
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text.str());
+  } catch (const YAML::Exception& e) {
+    sink.error(r.pos(e.mark), "", "invalid YAML: " + e.msg);
+    return std::nullopt;
+  }
+  if (docs.empty() || docs.front().IsNull()) {
+    sink.error({r.file, 1, 1}, "", "the file is empty (expected sections such as model, backend, "
+                                   "scheduler)");
+    return std::nullopt;
+  }
+  if (docs.size() > 1)
+    sink.error(r.pos(docs[1].Mark()), "", "more than one YAML document; a pipeline file holds one");
+  return r.read_root(docs.front());
+}
+
+}  // namespace tandem::host_detail
