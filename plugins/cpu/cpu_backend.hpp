@@ -1,0 +1,73 @@
+#pragma once
+// backend.cpu: the reference backend, and what serves when no GPU exists.
+//
+// Activations are f32 in host memory; every op runs to completion before it returns
+// (synchronize() has nothing to wait for). Linear weights of q4_0 / q4_1 / q8_0 / f32 /
+// f16 are used in place (bf16 is widened to f32 on load); the KV pool is f32. Ops run on
+// a persistent thread pool; one thread drives a backend at a time.
+//
+//   tandem::cpu::cpu_backend be({.threads = 2});
+//   auto w = be.load_linear(*wf->find("blk.0.ffn_up.weight"));
+//   be.linear(*w, x, y);
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "kernels.hpp"
+#include "linear.hpp"
+#include "pointwise.hpp"
+#include "tandem/backend.hpp"
+#include "thread_pool.hpp"
+
+namespace tandem::cpu {
+
+struct cpu_options {
+  int threads = 0;                 // 0 = every core this process may use
+  int64_t memory_mb = 0;           // 0 = half of MemAvailable
+  const kernel_table* kernels = nullptr;  // nullptr = best for this CPU
+};
+
+class cpu_backend final : public backend {
+ public:
+  explicit cpu_backend(const cpu_options& opt = {});
+
+  device dev() const override { return cpu_device; }
+  std::string describe() const override;
+  dtype activation_type() const override { return dtype::f32; }
+  size_t memory_budget() const override { return memory_budget_; }
+
+  std::unique_ptr<device_buffer> alloc(size_t bytes) override;
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void synchronize() override {}
+
+  std::unique_ptr<linear_weight> load_linear(const tensor_info& w) override;
+  std::unique_ptr<device_buffer> load_tensor(const tensor_info& t, dtype as) override;
+  std::unique_ptr<kv_storage> alloc_kv(const kv_layout& layout) override;
+
+  void embed(const linear_weight& table, tensor_view ids, tensor_view out) override;
+  void rms_norm(tensor_view x, tensor_view weight, float eps, tensor_view out) override;
+  void add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
+                    tensor_view out) override;
+  void linear(const linear_weight& w, tensor_view x, tensor_view y) override;
+  void rope(tensor_view x, tensor_view positions, const rope_params& p) override;
+  void attention(tensor_view q, tensor_view k, tensor_view v, kv_storage& kv, int layer,
+                 const attention_batch& batch, float scale, tensor_view out) override;
+  void silu_mul(tensor_view gate, tensor_view up, tensor_view out) override;
+  void add(tensor_view a, tensor_view b, tensor_view out) override;
+  void gather_rows(tensor_view x, tensor_view rows, tensor_view out) override;
+  void sample(tensor_view logits, std::span<const sampling_params> params,
+              tensor_view ids) override;
+
+  int threads() const { return pool_.size(); }
+  const kernel_table& kernels() const { return *kernels_; }
+
+ private:
+  const kernel_table* kernels_;
+  thread_pool pool_;
+  size_t memory_budget_;
+  linear_scratch scratch_;
+  rope_cache rope_cache_;
+};
+
+}  // namespace tandem::cpu

@@ -1,0 +1,41 @@
+// The plugin entry of backend.cpu.
+#include <iterator>
+
+#include "cpu_backend.hpp"
+#include "tandem/config.hpp"
+#include "tandem/plugin_abi.hpp"
+
+namespace tandem::cpu {
+namespace {
+
+const config_key keys[] = {
+    {"threads", config_type::integer, "0", "worker threads; 0 = every core this process may use",
+     0, 256},
+    {"memory_mb", config_type::integer, "0",
+     "memory budget for KV and workspace in MiB; 0 = half of MemAvailable", 0, 1 << 24},
+};
+
+plugin_object* create(const plugin_context& ctx) {
+  cpu_options opt;
+  if (ctx.cfg != nullptr) {
+    if (ctx.cfg->has("threads")) opt.threads = static_cast<int>(ctx.cfg->get_int("threads"));
+    if (ctx.cfg->has("memory_mb")) opt.memory_mb = ctx.cfg->get_int("memory_mb");
+  }
+  auto* be = new cpu_backend(opt);
+  if (ctx.log != nullptr) ctx.log->info(be->describe());
+  return be;
+}
+
+const plugin_descriptor descriptor{plugin_api_version,
+                                   "backend.cpu",
+                                   plugin_interface::backend,
+                                   "CPU backend: f32 activations, Q4/Q8 integer-dot linears",
+                                   keys,
+                                   std::size(keys),
+                                   nullptr,
+                                   &create};
+
+}  // namespace
+}  // namespace tandem::cpu
+
+TANDEM_PLUGIN(tandem::cpu::descriptor)

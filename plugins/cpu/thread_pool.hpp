@@ -1,0 +1,60 @@
+#pragma once
+// A persistent pool of worker threads for data-parallel loops.
+//
+// parallel_for(n, fn) calls fn(i) once for every i in [0, n), spread over the workers and
+// the calling thread, and returns when all calls are done. Indices are handed out one at a
+// time from an atomic counter, so uneven work (causal attention, a core busy elsewhere)
+// balances itself. Between loops the workers spin briefly (a decode step issues hundreds
+// of small loops) and then sleep on a futex. One loop at a time: the pool belongs to one
+// backend, which is driven by one thread.
+//
+//   thread_pool pool(4);
+//   pool.parallel_for(rows, [&](int64_t r) { norm_row(r); });
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tandem::cpu {
+
+class thread_pool {
+ public:
+  explicit thread_pool(int threads);  // total, including the caller; >= 1
+  ~thread_pool();
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  template <class F>
+  void parallel_for(int64_t n, F&& fn) {
+    if (n <= 0) return;
+    if (n == 1 || workers_.empty()) {
+      for (int64_t i = 0; i < n; ++i) fn(i);
+      return;
+    }
+    run(n, [](void* ctx, int64_t i) { (*static_cast<F*>(ctx))(i); }, &fn);
+  }
+
+ private:
+  using task_fn = void (*)(void*, int64_t);
+
+  void run(int64_t n, task_fn fn, void* ctx);
+  void work();        // claims indices of the current loop until none are left
+  void worker_main();
+
+  std::vector<std::thread> workers_;
+  std::atomic<uint32_t> generation_{0};  // bumped to start a loop (workers wait on it)
+  std::atomic<uint32_t> busy_{0};        // workers still inside the current loop
+  std::atomic<int64_t> next_{0};
+  int64_t n_ = 0;
+  task_fn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  bool stop_ = false;
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+}  // namespace tandem::cpu
