@@ -10,7 +10,11 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv="$repo/.venv"
-requirements="$repo/tools/requirements-dev.txt"
+# requirements-dev.txt first, then any other tools/requirements-*.txt (e2e, fixtures...).
+requirements=("$repo/tools/requirements-dev.txt")
+for f in "$repo"/tools/requirements-*.txt; do
+  [[ $f == "${requirements[0]}" || ! -f $f ]] || requirements+=("$f")
+done
 
 apt_packages=(
   build-essential pkg-config ninja-build git ca-certificates
@@ -74,21 +78,25 @@ base_python() {
 }
 
 setup_venv() {
-  [[ -f $requirements ]] || die "missing $requirements"
+  [[ -f ${requirements[0]} ]] || die "missing ${requirements[0]}"
   if [[ ! -x $venv/bin/python ]]; then
     local py
     py=$(base_python) || die "python3 not found (install python3 python3-venv)"
     say "venv: creating $venv with $py"
     "$py" -m venv "$venv"
   fi
-  # Reinstall only when the pinned list changed since the last successful install.
-  local stamp="$venv/.tandem-requirements.sha256" want
-  want=$(sha256sum "$requirements" | cut -d' ' -f1)
+  # Reinstall only when a pinned list changed since the last successful install.
+  local stamp="$venv/.tandem-requirements.sha256" want names f
+  want=$(sha256sum "${requirements[@]}" | sha256sum | cut -d' ' -f1)
+  names=$(for f in "${requirements[@]}"; do printf 'tools/%s ' "$(basename "$f")"; done)
+  names=${names% }
   if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
-    say "venv: tools/requirements-dev.txt already installed"
+    say "venv: already installed: $names"
   else
-    say "venv: pip install -r tools/requirements-dev.txt"
-    "$venv/bin/python" -m pip install --disable-pip-version-check -q -r "$requirements"
+    local args=()
+    for f in "${requirements[@]}"; do args+=(-r "$f"); done
+    say "venv: pip install $names"
+    "$venv/bin/python" -m pip install --disable-pip-version-check -q "${args[@]}"
     printf '%s\n' "$want" > "$stamp"
   fi
   say "venv: $("$venv/bin/meson" --version | sed 's/^/meson /'), $("$venv/bin/python" -m pytest --version 2>&1)"
