@@ -1,6 +1,8 @@
 // thread_pool: generation counter + atomic index; spin, then futex wait (std::atomic::wait).
 #include "thread_pool.hpp"
 
+#include <stdexcept>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -43,8 +45,17 @@ thread_pool::~thread_pool() {
   for (auto& t : workers_) t.join();
 }
 
-void thread_pool::work() {
-  for (int64_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < n_;) {
+void thread_pool::work(uint32_t generation) {
+  for (;;) {
+    uint64_t c = claim_.load(std::memory_order_acquire);
+    int64_t i = -1;
+    while (static_cast<uint32_t>(c >> 32) == generation && static_cast<uint32_t>(c) > 0) {
+      if (claim_.compare_exchange_weak(c, c - 1, std::memory_order_acq_rel)) {
+        i = static_cast<uint32_t>(c) - 1;
+        break;
+      }
+    }
+    if (i < 0) return;
     try {
       fn_(ctx_, i);
     } catch (...) {
@@ -61,23 +72,26 @@ void thread_pool::worker_main() {
                    [&] { return generation_.load(std::memory_order_acquire) != seen; });
     seen = generation_.load(std::memory_order_acquire);
     if (stop_) return;
-    work();
-    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) busy_.notify_one();
+    // Counted before claiming, so the caller that sees zero after the last claim knows
+    // every running call has finished; a late worker finds nothing left to claim.
+    in_flight_.fetch_add(1, std::memory_order_seq_cst);
+    work(seen);
+    if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) in_flight_.notify_one();
   }
 }
 
 void thread_pool::run(int64_t n, task_fn fn, void* ctx) {
-  n_ = n;
+  if (n > 0xffffffffLL) throw std::length_error("thread_pool: more than 2^32 tasks");
   fn_ = fn;
   ctx_ = ctx;
   error_ = nullptr;
-  next_.store(0, std::memory_order_relaxed);
-  busy_.store(static_cast<uint32_t>(workers_.size()), std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
+  const uint32_t g = generation_.load(std::memory_order_relaxed) + 1;
+  claim_.store((uint64_t{g} << 32) | static_cast<uint64_t>(n), std::memory_order_release);
+  generation_.store(g, std::memory_order_seq_cst);
   generation_.notify_all();
-  work();
-  for (uint32_t b; (b = busy_.load(std::memory_order_acquire)) != 0;) {
-    spin_then_wait(busy_, b, [&] { return busy_.load(std::memory_order_acquire) != b; });
+  work(g);
+  for (uint32_t b; (b = in_flight_.load(std::memory_order_seq_cst)) != 0;) {
+    spin_then_wait(in_flight_, b, [&] { return in_flight_.load(std::memory_order_acquire) != b; });
   }
   if (error_) std::rethrow_exception(error_);
 }
