@@ -1,0 +1,66 @@
+#define BOOST_TEST_MODULE chat_template_fuzz
+#include <boost/test/unit_test.hpp>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "tandem/chat_template.hpp"
+
+// Mutated real templates (truncations, byte swaps, deletions, splices of template syntax)
+// must either render or throw tandem::error: never crash, hang or throw anything else.
+BOOST_AUTO_TEST_CASE(mutated_templates_render_or_throw_tandem_error) {
+  const char* dir = std::getenv("TANDEM_FIXTURES");
+  BOOST_REQUIRE(dir);
+  std::ifstream in(std::string(dir) + "/chat/cases.json", std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto doc = boost::json::parse(ss.str());
+  std::vector<std::string> seeds;
+  for (const auto& [name, src] : doc.at("templates").as_object()) seeds.emplace_back(src.as_string());
+  BOOST_REQUIRE(!seeds.empty());
+
+  static const char* snippets[] = {"{{", "}}", "{%", "%}", "{#", "#}", "-", "(", ")", "[", "]", "{", "}",
+                                   "'", "\"", "\\", "|", ".", ",", "for ", "if ", "endfor", "endif", " in ",
+                                   "loop.", "range(99999)", "*", "**", "~", "not ", "is ", "\n", "\xff", "\0"};
+  std::vector<tandem::chat_message> msgs = {{"system", "sys"}, {"user", "hi\nthere"}, {"assistant", "ok"},
+                                            {"tool", "{}", "fn", "id1"}, {"user", "bye"}};
+  tandem::chat_render_options opt;
+  opt.bos_token = "<s>";
+  std::mt19937_64 rng(20240611);
+  auto t0 = std::chrono::steady_clock::now();
+  int parsed = 0, rendered = 0, errors = 0;
+  const int iterations = 4000;
+  for (int it = 0; it < iterations; ++it) {
+    std::string s = seeds[rng() % seeds.size()];
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < edits && !s.empty(); ++k) {
+      size_t pos = rng() % s.size();
+      switch (rng() % 5) {
+        case 0: s.resize(pos); break;
+        case 1: std::swap(s[pos], s[rng() % s.size()]); break;
+        case 2: s[pos] = static_cast<char>(rng() % 256); break;
+        case 3: s.erase(pos, 1 + rng() % 8); break;
+        default: s.insert(pos, snippets[rng() % std::size(snippets)]); break;
+      }
+    }
+    try {
+      tandem::chat_template tpl(s);
+      ++parsed;
+      opt.add_generation_prompt = (it & 1) != 0;
+      tpl.render(msgs, opt);
+      ++rendered;
+    } catch (const tandem::error&) {
+      ++errors;
+    }
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST_MESSAGE(iterations << " mutants: " << parsed << " parsed, " << rendered << " rendered, " << errors
+                                << " errors in " << secs << " s");
+  BOOST_TEST(rendered > 0);
+  BOOST_TEST(errors > 0);
+  BOOST_TEST(secs < 20.0);
+}
