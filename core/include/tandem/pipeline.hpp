@@ -24,7 +24,8 @@
 
 namespace tandem {
 
-// Where a value came from; 1-based. line 0 = no position (the command line, environment).
+// Where a value came from; 1-based. line 0 = no position in a file: "<environment>", or
+// "<command line>" with col = the 1-based index of the override it came from.
 struct source_pos {
   std::string file;
   int line = 0, col = 0;

@@ -50,7 +50,7 @@ std::vector<diagnostic> diag_sink::sorted() const {
   std::stable_sort(out.begin(), out.end(), [](const diagnostic& a, const diagnostic& b) {
     int ga = group_of(a.pos), gb = group_of(b.pos);
     if (ga != gb) return ga < gb;
-    if (ga != 0) return false;  // environment and command line: order reported
+    if (ga == 1) return false;  // environment: in the order reported
     return std::tie(a.pos.line, a.pos.col) < std::tie(b.pos.line, b.pos.col);
   });
   return out;

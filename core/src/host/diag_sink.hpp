@@ -17,8 +17,8 @@ class diag_sink {
   void error(source_pos pos, std::string key_path, std::string message, std::string hint = {});
   bool empty() const { return items_.empty(); }
   size_t size() const { return items_.size(); }
-  // Sorted: file diagnostics by line and column, then environment, then command line, each
-  // group in the order reported.
+  // Sorted: file diagnostics by line and column, then the environment's in the order
+  // reported, then the command line's by argument (source_pos::col).
   std::vector<diagnostic> sorted() const;
 
  private:

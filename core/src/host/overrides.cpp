@@ -18,8 +18,8 @@ std::vector<std::string> section_names() {
 }
 
 // Checks the section part of an override; reports "no such key" when it names none.
-bool valid_target(const std::string& section, const std::string& key, diag_sink& sink) {
-  const source_pos here{command_line_file, 0, 0};
+bool valid_target(const std::string& section, const std::string& key, const source_pos& here,
+                  diag_sink& sink) {
   const std::string path = key.empty() ? section : section + "." + key;
   const section_info* info = find_section(section);
   if (!info) {
@@ -43,11 +43,13 @@ bool valid_target(const std::string& section, const std::string& key, diag_sink&
 
 std::vector<override_setting> parse_overrides(std::span<const std::string> args, diag_sink& sink) {
   std::vector<override_setting> out;
+  int index = 0;
   for (const std::string& a : args) {
+    const source_pos here{command_line_file, 0, ++index};
     size_t eq = a.find('=');
     std::string lhs = eq == std::string::npos ? "" : trim(std::string_view(a).substr(0, eq));
     if (lhs.empty()) {
-      sink.error({command_line_file, 0, 0}, "", "'" + a + "' is not a key=value setting",
+      sink.error(here, "", "'" + a + "' is not a key=value setting",
                  "e.g. --set scheduler.max_batch=8");
       continue;
     }
@@ -55,10 +57,10 @@ std::vector<override_setting> parse_overrides(std::span<const std::string> args,
     override_setting o;
     o.section = lhs.substr(0, dot);
     o.key = dot == std::string::npos ? "" : lhs.substr(dot + 1);
-    if (!valid_target(o.section, o.key, sink)) continue;
+    if (!valid_target(o.section, o.key, here, sink)) continue;
     o.value.k = raw_value::kind::plain;
     o.value.text = trim(std::string_view(a).substr(eq + 1));
-    o.value.pos = {command_line_file, 0, 0};
+    o.value.pos = here;
     out.push_back(std::move(o));
   }
   return out;

@@ -86,7 +86,7 @@ std::optional<std::string> loader::check_model() {
   const raw_value& v = sec->entries.front().value;
   if ((v.k == raw_value::kind::plain || v.k == raw_value::kind::quoted) && !v.text.empty())
     return v.text;
-  sink_.error(v.pos, "model", "expected a model manifest name or a model file path");
+  sink_.error(v.pos, "model", "expected a model manifest name or a model file path, got " + shape(v));
   return std::nullopt;
 }
 
@@ -132,7 +132,7 @@ std::optional<std::string> loader::plugin_name(const section_info& info, const r
   const std::string section(info.name), path = section + ".plugin";
   const std::string iface(name(info.iface));
   if ((v.k != raw_value::kind::plain && v.k != raw_value::kind::quoted) || v.text.empty()) {
-    sink_.error(v.pos, path, "expected a plugin name such as '" + iface + ".NAME'");
+    sink_.error(v.pos, path, "expected a plugin name such as '" + iface + ".NAME', got " + shape(v));
     return std::nullopt;
   }
   if (v.text == "auto") {

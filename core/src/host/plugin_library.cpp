@@ -25,11 +25,11 @@ std::string check_descriptor(const plugin_descriptor* d, const std::string& expe
   // Only api_version is read before it is checked: the rest of the layout may differ.
   if (d->api_version != plugin_api_version)
     return "built for plugin API version " + std::to_string(d->api_version) +
-           ", this host speaks version " + std::to_string(plugin_api_version) + " (rebuild it)";
+           ", this host speaks version " + std::to_string(plugin_api_version) + "; rebuild it";
   if (!d->name) return "the descriptor has no name";
   if (expected != d->name)
     return "the descriptor is named '" + std::string(d->name) + "' but the file is '" +
-           expected + ".so' (a plugin file must be named after its registry name)";
+           expected + ".so'; a plugin file must be named after its registry name";
   plugin_interface by_name{};
   if (!plugin_host::interface_of_name(expected, by_name))
     return "the name has no interface prefix (weights., backend., scheduler., drafter., "
@@ -58,7 +58,7 @@ library_load load_plugin_library(const std::filesystem::path& file,
   }
   keep_forever(out.lib);
   if (!out.lib.has(TANDEM_PLUGIN_ENTRY_SYMBOL)) {
-    out.error = "no entry symbol '" TANDEM_PLUGIN_ENTRY_SYMBOL "' (is TANDEM_PLUGIN(...) missing?)";
+    out.error = "no entry symbol '" TANDEM_PLUGIN_ENTRY_SYMBOL "'; is TANDEM_PLUGIN(...) missing?";
     return out;
   }
   auto entry = out.lib.get<const plugin_descriptor*()>(TANDEM_PLUGIN_ENTRY_SYMBOL);

@@ -24,14 +24,19 @@ std::string format_number(double v) {
   return to_string(config_value{v});
 }
 
+}  // namespace
+
 std::string shape(const raw_value& v) {
   switch (v.k) {
+    case raw_value::kind::null:     return "nothing";
     case raw_value::kind::sequence: return "a list";
     case raw_value::kind::mapping:  return "a mapping";
     case raw_value::kind::quoted:   return "the quoted string '" + v.text + "'";
     default:                        return "'" + v.text + "'";
   }
 }
+
+namespace {
 
 // Range and choices of an already typed value.
 bool within_limits(const config_key& k, const config_value& cv, const raw_value& v,

@@ -20,6 +20,9 @@ std::optional<config_value> check_value(const config_key& k, const raw_value& v,
 void check_settings(const raw_section& sec, const std::string& owner, config_schema schema,
                     std::string_view skip, config& out, diag_sink& sink);
 
+// "a list", "'abc'", "nothing": what a value is, for "expected X, got Y".
+std::string shape(const raw_value& v);
+
 // "int in 1..65535", "string: fifo|lifo", "bool" — the type as users read it.
 std::string describe_type(const config_key& k);
 

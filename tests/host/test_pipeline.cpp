@@ -1,0 +1,183 @@
+#define BOOST_TEST_MODULE pipeline
+#include <boost/test/unit_test.hpp>
+
+// load_pipeline on the good pipelines: the typed result, defaults, `auto`, short names and
+// the precedence file < environment < command line. (Diagnostics: test_pipeline_golden.)
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "../../core/src/host/suggest.hpp"
+#include "tandem/pipeline.hpp"
+#include "temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using namespace tandem;
+
+namespace {
+
+const fs::path plugins_dir = TANDEM_TEST_PLUGIN_DIR;
+
+fs::path good(const std::string& name) {
+  return fs::path(std::getenv("TANDEM_SOURCE_ROOT")) / "tests/pipelines/good" / name;
+}
+
+env_lookup env_from(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& k) -> std::optional<std::string> {
+    auto it = vars.find(k);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+}
+
+const env_lookup no_env = env_from({});
+
+pipeline_spec load_ok(const fs::path& file, std::vector<std::string> sets = {},
+                      const env_lookup& env = no_env) {
+  plugin_host host({plugins_dir});
+  pipeline_result r = load_pipeline(file, host, sets, env);
+  for (const diagnostic& d : r.errors) BOOST_ERROR(d.str());
+  BOOST_REQUIRE(r.spec.has_value());
+  return *r.spec;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_full_pipeline_gives_typed_settings) {
+  pipeline_spec s = load_ok(good("full.yaml"));
+  BOOST_TEST(s.model == "./models/test-model.gguf");
+  BOOST_TEST(s.weights.name == "weights.test_ok");
+  BOOST_TEST(s.weights.cfg.get_bool("mmap") == false);
+  BOOST_TEST(s.backend.cfg.get_int("threads") == 4);
+  BOOST_TEST(s.scheduler.cfg.get_int("max_batch") == 16);
+  BOOST_TEST(s.scheduler.cfg.get_string("policy") == "lifo");
+  BOOST_TEST(s.scheduler.cfg.get_bool("preempt") == true);
+  BOOST_TEST(s.scheduler.cfg.get_number("ratio") == 1.0);
+  BOOST_TEST(s.scheduler.pos.line == 10);
+  BOOST_TEST(s.scheduler.pos.col == 11);
+  BOOST_REQUIRE(s.drafter.has_value());
+  BOOST_TEST(s.drafter->cfg.get_int("k") == 4);
+  BOOST_TEST(s.drafter->cfg.get_string("mode") == "sample");
+  BOOST_TEST(s.engine.get_int("seed") == -7);
+  BOOST_TEST(s.engine.get_int("page_size") == 32);
+  BOOST_TEST(s.server.get_string("host") == "0.0.0.0");
+  BOOST_TEST(s.topo.ranks == 4);
+  BOOST_TEST(s.topo.pipeline_parallel == 2);
+  BOOST_TEST(s.topo.expert_parallel == 4);
+}
+
+BOOST_AUTO_TEST_CASE(defaults_short_names_and_auto_are_resolved) {
+  pipeline_spec s = load_ok(good("minimal.yaml"));
+  BOOST_TEST(s.weights.name == "weights.test_ok");
+  BOOST_TEST(s.backend.name == "backend.test_ok");  // auto: probe0 scores 0, test_ok 5
+  BOOST_TEST(s.scheduler.name == "scheduler.test_ok");
+  BOOST_TEST(s.transport.name == "transport.local");
+  BOOST_TEST(!s.drafter.has_value());
+  BOOST_TEST(s.scheduler.cfg.get_int("max_batch") == 8);
+  BOOST_TEST(s.scheduler.cfg.get_int("max_wait_ms") == 1500);
+  BOOST_TEST(s.scheduler.cfg.values().size() == 5u);  // every schema key present
+  BOOST_TEST(s.engine.get_int("page_size") == 16);
+  BOOST_TEST(s.engine.get_int("max_model_len") == 0);
+  BOOST_TEST(s.server.get_int("port") == 8080);
+  BOOST_TEST(s.server.get_string("host") == "127.0.0.1");
+  BOOST_TEST(s.topo.ranks == 1);
+  BOOST_TEST(s.topo.tensor_parallel == 1);
+}
+
+BOOST_AUTO_TEST_CASE(environment_overrides_the_file_and_the_command_line_overrides_both) {
+  const fs::path f = good("two_ranks.yaml");
+  BOOST_TEST(load_ok(f).scheduler.cfg.get_int("max_wait_ms") == 1500);
+  auto env = env_from({{"TANDEM_TEST_MAX_WAIT_MS", "200"}});
+  BOOST_TEST(load_ok(f, {}, env).scheduler.cfg.get_int("max_wait_ms") == 200);
+  pipeline_spec s = load_ok(f, {"scheduler.max_wait_ms = 300", "scheduler.max_batch=2"}, env);
+  BOOST_TEST(s.scheduler.cfg.get_int("max_wait_ms") == 300);
+  BOOST_TEST(s.scheduler.cfg.get_int("max_batch") == 2);
+  BOOST_TEST(s.scheduler.cfg.get_number("ratio") == 0.25);  // untouched file value
+}
+
+BOOST_AUTO_TEST_CASE(the_command_line_can_swap_plugins_add_sections_and_set_the_model) {
+  pipeline_spec s = load_ok(good("minimal.yaml"),
+                            {"backend.plugin=test_probe0", "drafter.plugin=test_ok", "drafter.k=3",
+                             "model=/tmp/other.gguf", "topology.ranks=1", "server.port=9000"});
+  BOOST_TEST(s.backend.name == "backend.test_probe0");  // named explicitly: not probed
+  BOOST_REQUIRE(s.drafter.has_value());
+  BOOST_TEST(s.drafter->cfg.get_int("k") == 3);
+  BOOST_TEST(s.drafter->pos.file == "<command line>");
+  BOOST_TEST(s.drafter->pos.col == 2);  // the second override named it
+  BOOST_TEST(s.model == "/tmp/other.gguf");
+  BOOST_TEST(s.server.get_int("port") == 9000);
+}
+
+BOOST_AUTO_TEST_CASE(the_process_environment_is_read_by_default) {
+  ::setenv("TANDEM_TEST_MAX_WAIT_MS", "42", 1);
+  plugin_host host({plugins_dir});
+  pipeline_result r = load_pipeline(good("minimal.yaml"), host);
+  ::unsetenv("TANDEM_TEST_MAX_WAIT_MS");
+  BOOST_REQUIRE(r.spec.has_value());
+  BOOST_TEST(r.spec->scheduler.cfg.get_int("max_wait_ms") == 42);
+}
+
+BOOST_AUTO_TEST_CASE(auto_without_a_runnable_backend_is_reported) {
+  temp_dir dir;
+  for (const char* p : {"backend.test_probe0", "weights.test_ok", "scheduler.test_ok", "transport.local"})
+    fs::copy_file(plugins_dir / (std::string(p) + ".so"), dir.path() / (std::string(p) + ".so"));
+  plugin_host host({dir.path()});
+  pipeline_result r = load_pipeline(good("minimal.yaml"), host, {}, no_env);
+  BOOST_TEST(!r.spec.has_value());
+  BOOST_REQUIRE(r.errors.size() == 1u);
+  BOOST_TEST(r.errors[0].key_path == "backend.plugin");
+  BOOST_TEST(r.errors[0].pos.line == 5);
+  BOOST_TEST(r.errors[0].message.find("no test accelerator here") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(an_unreadable_file_is_one_diagnostic) {
+  plugin_host host({plugins_dir});
+  pipeline_result r = load_pipeline("/nonexistent/p.yaml", host, {}, no_env);
+  BOOST_REQUIRE(r.errors.size() == 1u);
+  BOOST_TEST(r.errors[0].str() == "/nonexistent/p.yaml: error: cannot read the file: "
+                                  "No such file or directory");
+}
+
+BOOST_AUTO_TEST_CASE(diagnostics_print_in_compiler_format) {
+  diagnostic d;
+  d.pos = {"p.yaml", 3, 7};
+  d.key_path = "scheduler.max_bacth";
+  d.message = "unknown setting";
+  d.hint = "did you mean 'x'?";
+  BOOST_TEST(d.str() == "p.yaml:3:7: error: scheduler.max_bacth: unknown setting (did you mean 'x'?)");
+  diagnostic e;
+  e.pos = {"<command line>", 0, 2};
+  e.message = "'x' is not a key=value setting";
+  BOOST_TEST(e.str() == "<command line>: error: 'x' is not a key=value setting");
+}
+
+BOOST_AUTO_TEST_CASE(suggestions_use_damerau_levenshtein) {
+  using namespace tandem::host_detail;
+  BOOST_TEST(edit_distance("max_bacth", "max_batch") == 1u);  // one transposition
+  BOOST_TEST(edit_distance("kitten", "sitting") == 3u);
+  BOOST_TEST(edit_distance("", "ab") == 2u);
+  BOOST_TEST(edit_distance("Port", "port") == 0u);
+  std::vector<std::string> keys{"max_batch", "max_wait_ms", "policy"};
+  BOOST_TEST(did_you_mean("max_bach", keys) == "did you mean 'max_batch'?");
+  BOOST_TEST(did_you_mean("colour", keys) == "");
+  BOOST_TEST(!closest("x", std::vector<std::string>{"y"}).has_value());  // too short to guess
+}
+
+BOOST_AUTO_TEST_CASE(core_schema_defaults_are_valid_values_of_their_keys) {
+  for (config_schema schema : {engine_schema(), server_schema(), topology_schema()}) {
+    BOOST_TEST(!schema.empty());
+    for (const config_key& k : schema) {
+      BOOST_TEST_CONTEXT(k.key) {
+        BOOST_REQUIRE(k.default_value);
+        auto v = parse_config_value(k.type, k.default_value);
+        BOOST_REQUIRE(v.has_value());
+        if (k.type == config_type::integer && k.min < k.max) {
+          BOOST_TEST(std::get<int64_t>(*v) >= k.min);
+          BOOST_TEST(std::get<int64_t>(*v) <= k.max);
+        }
+      }
+    }
+  }
+  BOOST_TEST(engine_schema().size() == 4u);
+  BOOST_TEST(std::string(server_schema()[1].key) == "port");
+  BOOST_TEST(server_schema()[1].max == 65535);
+}
