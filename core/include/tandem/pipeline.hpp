@@ -55,6 +55,7 @@ struct topology {
 struct pipeline_spec {
   std::filesystem::path file;
   std::string model;  // a model manifest name (configs/models/<name>.yaml) or a path
+  source_pos model_pos;  // where the model was named (for errors found later)
   plugin_choice weights, backend, scheduler, transport;
   std::optional<plugin_choice> drafter;
   config engine, server;  // validated against engine_schema() / server_schema()

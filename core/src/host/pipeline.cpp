@@ -53,7 +53,10 @@ pipeline_result loader::run(std::span<const std::string> overrides) {
 
   pipeline_spec spec;
   spec.file = file_;
-  if (auto m = check_model()) spec.model = *m;
+  if (auto m = check_model()) {
+    spec.model = *m;
+    spec.model_pos = doc_.find("model")->entries.front().value.pos;
+  }
   for (const section_info& s : known_sections()) {
     if (s.kind != section_kind::plugin) continue;
     std::optional<plugin_choice> c = check_plugin(s);

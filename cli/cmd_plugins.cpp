@@ -1,0 +1,113 @@
+// `tandem plugins [--schema]`: every plugin in the search path with its interface,
+// description, probe result and file; with --schema each one's settings and the core
+// sections' settings. Libraries that fail to load are listed at the end (exit 1).
+#include <boost/program_options.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "tandem/pipeline.hpp"
+#include "tandem/plugin_host.hpp"
+
+namespace tandem::cli {
+namespace po = boost::program_options;
+namespace {
+
+po::options_description plugins_options() {
+  po::options_description d(
+      "tandem plugins [options]\n\n"
+      "Lists the plugins in the search path ($TANDEM_PLUGIN_PATH, the install's\n"
+      "lib/tandem/plugins, the build tree's plugins/) and whether each can run here.\nOptions");
+  d.add_options()
+      ("help,h", "show this help")
+      ("schema", "also print every setting: type, default, range or choices, env variable")
+      ("plugin-path", po::value<std::vector<std::string>>()->composing(),
+       "search this directory for plugins first, repeatable");
+  return d;
+}
+
+std::string number(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// "  max_batch  int 1..4096 = 16  [env MAX_BATCH]" and the description on the next line.
+void print_schema(config_schema keys) {
+  if (keys.empty()) std::cout << "    (no settings)\n";
+  for (const config_key& k : keys) {
+    std::cout << "    " << k.key << ": " << name(k.type);
+    if ((k.type == config_type::integer || k.type == config_type::number) && k.min < k.max)
+      std::cout << " in " << number(k.min) << ".." << number(k.max);
+    if (k.choices) std::cout << " (" << k.choices << ")";
+    if (k.default_value)
+      std::cout << " = " << (k.type == config_type::string ? "'" : "") << k.default_value
+                << (k.type == config_type::string ? "'" : "");
+    else
+      std::cout << " (required)";
+    if (k.env) std::cout << "  [env " << k.env << "]";
+    std::cout << "\n        " << (k.description ? k.description : "") << '\n';
+  }
+}
+
+void print_plugin(plugin_host& host, const plugin_descriptor& d, bool schema) {
+  probe_result p = host.probe(d.name);
+  std::cout << d.name << "  [" << name(d.interface) << "]  "
+            << (p.score > 0 ? "runnable (score " + std::to_string(p.score) + ")"
+                            : "cannot run here")
+            << (p.reason.empty() ? "" : ": " + p.reason) << '\n'
+            << "    " << (d.description ? d.description : "") << '\n'
+            << "    file: " << host.file_of(d.name).string() << '\n';
+  if (schema) print_schema(d.keys());
+}
+
+}  // namespace
+
+int run_plugins(const args& a) {
+  const po::options_description desc = plugins_options();
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(a).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "tandem plugins: " << e.what() << "\n\n" << desc << '\n';
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc << '\n';
+    return 0;
+  }
+  std::vector<std::filesystem::path> search;
+  if (vm.count("plugin-path"))
+    for (const auto& p : vm["plugin-path"].as<std::vector<std::string>>()) search.emplace_back(p);
+  for (auto& p : plugin_host::default_search_path()) search.push_back(std::move(p));
+  plugin_host host(std::move(search));
+  const bool schema = vm.count("schema") > 0;
+
+  std::cout << "search path:\n";
+  for (const auto& dir : host.search_path()) std::cout << "  " << dir.string() << '\n';
+  plugin_host::discovery found = host.discover();
+  std::cout << '\n' << found.plugins.size() << " plugins:\n";
+  for (const plugin_descriptor* d : found.plugins) print_plugin(host, *d, schema);
+  if (schema) {
+    std::cout << "\ncore sections:\n";
+    const std::pair<const char*, config_schema> core[] = {
+        {"engine", engine_schema()}, {"server", server_schema()}, {"topology", topology_schema()}};
+    for (const auto& [section, keys] : core) {
+      std::cout << section << "\n";
+      print_schema(keys);
+    }
+  }
+  if (found.errors.empty()) return 0;
+  std::cout << "\nplugins that failed to load:\n";
+  for (const std::string& e : found.errors) std::cout << "  " << e << '\n';
+  return 1;
+}
+
+}  // namespace tandem::cli
