@@ -68,6 +68,7 @@ BOOST_AUTO_TEST_CASE(a_missing_plugin_names_every_directory_and_a_suggestion) {
   BOOST_TEST(contains(msg, plugins_dir.string()));
   BOOST_TEST(contains(msg, "did you mean 'scheduler.test_ok'?"));
   BOOST_TEST(!contains(find_error(host, "scheduler.zzzzzzzz"), "did you mean"));
+  BOOST_TEST(!host.lookup("../plugins/scheduler.test_ok").file_found);  // names are not paths
 }
 
 BOOST_AUTO_TEST_CASE(a_file_that_is_not_a_library_is_reported_not_crashed_on) {

@@ -100,6 +100,12 @@ plugin_host::lookup_result plugin_host::lookup(std::string_view name) {
     r.file = it->second->file;
     return r;
   }
+  // A registry name is a file stem, never a path: "../x" must not reach outside the
+  // search directories.
+  if (name.empty() || name.find('/') != std::string_view::npos || name.front() == '.') {
+    r.error = "not a plugin name";
+    return r;
+  }
   r.file = locate(name);
   r.file_found = !r.file.empty();
   if (!r.file_found) {

@@ -49,6 +49,9 @@ library_load load_plugin_library(const std::filesystem::path& file,
   library_load out;
   boost::dll::fs::error_code ec;
   ::dlerror();
+  // rtld_now: an unresolved symbol fails here, with a message, not mid-request.
+  // rtld_local: plugins reach the core through libtandem_core.so, which each links, so none
+  // needs another's symbols, and two plugins may define the same internal names.
   out.lib.load(file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
   if (ec || !out.lib.is_loaded()) {
     // Boost.DLL keeps dlerror()'s text (bad ELF, undefined symbol...) available to us.
