@@ -1,0 +1,68 @@
+#pragma once
+// server: the OpenAI-compatible HTTP front end (Boost.Beast inside; no Boost here).
+//
+//   auto src = tandem::make_runtime_source("pipelines/default.yaml", {});  // loads in background
+//   tandem::server srv(src, {.host = "127.0.0.1", .port = 8080});
+//   uint16_t port = srv.start();            // listening; /health answers 503 until loaded
+//   ...                                     // wait for a signal
+//   srv.stop(std::chrono::seconds(10));     // stop accepting, drain or cancel, join threads
+//
+// Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
+// GET /metrics (Prometheus text, prefix tandem:), POST /tokenize, POST /detokenize,
+// GET /version. Errors use OpenAI's shape {"error": {"message", "type", "param", "code"}}.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/runtime.hpp"
+
+namespace tandem {
+
+class completion_source;  // what generates tokens: the runtime's engine, or a test double
+
+struct server_options {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;             // 0 = any free port (start() returns the one bound)
+  int io_threads = 2;
+  size_t body_limit = 8u << 20;     // bytes; a larger request body gets 413
+  size_t max_pending = 256;         // engine requests in flight; more get 429
+};
+
+class server {
+ public:
+  server(std::shared_ptr<completion_source> source, server_options opt);
+  ~server();  // stop(0) if still running
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  // Binds and starts the I/O threads. Returns the bound port. Throws tandem::error when the
+  // address cannot be bound.
+  uint16_t start();
+  // Stops accepting, lets in-flight requests finish for up to `deadline`, cancels the rest,
+  // and joins the I/O threads. Safe to call more than once.
+  void stop(std::chrono::milliseconds deadline);
+  // Engine requests in flight right now.
+  size_t in_flight() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// The real completion source: opens `pipeline` on a background thread (health is "loading"
+// until it is ready, "dead" if opening fails or the engine thread dies), then runs the
+// engine on its own thread.
+std::shared_ptr<completion_source> make_runtime_source(std::string pipeline, runtime_options opt);
+
+// Readiness of a source, as /health reports it.
+enum class source_state : uint8_t { loading, ready, dead };
+source_state state_of(const completion_source& s);
+// The error that made a source dead (empty otherwise).
+std::string failure_of(const completion_source& s);
+// Start-up lines of a ready source (plugins, model, KV pool).
+std::vector<std::string> summary_of(const completion_source& s);
+
+}  // namespace tandem

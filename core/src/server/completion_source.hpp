@@ -1,0 +1,67 @@
+#pragma once
+// completion_source: what the HTTP layer needs from a model — tokens in, token events out.
+// The real one (runtime_source.cpp) wraps a runtime and runs its engine on one thread; the
+// HTTP unit tests drive the server with a scripted one.
+//
+// Contract: submit() and cancel() may be called from any thread; on_event callbacks run on
+// the source's generation thread and must only hand work off (asio::post), never block.
+// Every submitted request gets exactly one event with finished != none, its last.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tandem/chat_template.hpp"
+#include "tandem/engine.hpp"
+#include "tandem/server.hpp"
+
+namespace tandem {
+
+// Incremental detokenizer: push() returns only complete UTF-8; flush() the rest.
+class text_decoder {
+ public:
+  virtual ~text_decoder() = default;
+  virtual std::string push(int32_t id) = 0;
+  virtual std::string flush() = 0;
+};
+
+struct source_stats {
+  size_t running = 0, waiting = 0;
+  uint64_t preemptions = 0;
+  double kv_usage = 0;  // 0..1
+};
+
+class completion_source {
+ public:
+  virtual ~completion_source() = default;
+
+  virtual source_state state() const = 0;
+  virtual std::string failure() const { return {}; }
+  virtual std::vector<std::string> summary() const { return {}; }
+
+  // Valid once state() is ready.
+  virtual const std::string& model_name() const = 0;
+  virtual int64_t max_model_len() const = 0;
+  virtual int32_t vocab_size() const = 0;
+  // Plain text → ids (special tokens parsed; BOS added when the model asks for it).
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // The prompt of a conversation rendered with the chat template. Throws tandem::error
+  // (e.g. chat_template_error) when the template rejects the conversation.
+  virtual std::vector<int32_t> chat_tokens(std::span<const chat_message> messages) const = 0;
+  // Text of ids; throws tandem::error for an id out of range.
+  virtual std::string decode(std::span<const int32_t> ids) const = 0;
+  // Raw bytes of one token (for logprobs' "token" and "bytes").
+  virtual std::string token_bytes(int32_t id) const = 0;
+  virtual std::unique_ptr<text_decoder> decoder() const = 0;
+
+  virtual uint64_t submit(generation_request r) = 0;
+  virtual void cancel(uint64_t id) = 0;
+  virtual source_stats stats() const = 0;
+  // Stops the generation thread and drops pending requests (their callbacks hold handlers
+  // bound to the server's io_context, which must not outlive it). Nothing may be called after.
+  virtual void shutdown() = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,77 @@
+#include "job_builder.hpp"
+
+#include <fmt/format.h>
+
+#include "api_error.hpp"
+
+namespace tandem::http {
+namespace {
+
+void check_model(const completion_source& src, const gen_params& g) {
+  if (!g.model.empty() && g.model != src.model_name())
+    throw not_found(fmt::format("The model '{}' does not exist; this server serves '{}'", g.model, src.model_name()));
+}
+
+void check_ids(const completion_source& src, const std::vector<int32_t>& ids, const char* param) {
+  for (int32_t id : ids)
+    if (id < 0 || id >= src.vocab_size())
+      throw bad_request(fmt::format("token id {} is outside the vocabulary ({} tokens)", id, src.vocab_size()), param);
+}
+
+void check_length(const completion_source& src, const gen_params& g, size_t prompt_len) {
+  const int64_t ctx = src.max_model_len();
+  const auto p = static_cast<int64_t>(prompt_len);
+  if (p == 0) throw bad_request("the prompt is empty", "prompt");
+  if (p >= ctx)
+    throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
+                                  "tokens, leaving no room for the completion.", ctx, p), "messages");
+  if (g.max_tokens && p + *g.max_tokens > ctx)
+    throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
+                                  "({} in the prompt, {} for the completion). Reduce the prompt or max_tokens.",
+                                  ctx, p + *g.max_tokens, p, *g.max_tokens), "max_tokens");
+}
+
+job_spec common(const completion_source& src, gen_params g) {
+  check_model(src, g);
+  check_ids(src, g.stop_token_ids, "stop_token_ids");
+  job_spec s;
+  s.gen = std::move(g);
+  return s;
+}
+
+}  // namespace
+
+job_spec build_chat_job(const completion_source& src, chat_request r) {
+  job_spec s = common(src, std::move(r.gen));
+  s.chat = true;
+  try {
+    s.prompts.push_back(src.chat_tokens(r.messages));
+  } catch (const error& e) {
+    // The template rejected the conversation (e.g. roles out of order): the client's fault.
+    throw bad_request(fmt::format("the chat template rejected the messages: {}", e.what()), "messages");
+  }
+  check_length(src, s.gen, s.prompts.back().size());
+  return s;
+}
+
+job_spec build_completion_job(const completion_source& src, completion_request r) {
+  job_spec s = common(src, std::move(r.gen));
+  s.chat = false;
+  for (auto& p : r.prompts) {
+    if (auto* text = std::get_if<std::string>(&p)) {
+      try {
+        s.prompts.push_back(src.encode(*text));
+      } catch (const error& e) {
+        throw bad_request(fmt::format("the prompt cannot be tokenized: {}", e.what()), "prompt");
+      }
+    } else {
+      auto& ids = std::get<std::vector<int32_t>>(p);
+      check_ids(src, ids, "prompt");
+      s.prompts.push_back(std::move(ids));
+    }
+    check_length(src, s.gen, s.prompts.back().size());
+  }
+  return s;
+}
+
+}  // namespace tandem::http

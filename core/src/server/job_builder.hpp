@@ -1,0 +1,13 @@
+#pragma once
+// job_builder: a parsed request checked against the served model — the model name, the
+// prompt tokens (chat template applied), token ids in the vocabulary, and prompt plus
+// max_tokens within the context. Throws api_error (400, or 404 for an unknown model).
+#include "completion_job.hpp"
+#include "request.hpp"
+
+namespace tandem::http {
+
+job_spec build_chat_job(const completion_source& src, chat_request r);
+job_spec build_completion_job(const completion_source& src, completion_request r);
+
+}  // namespace tandem::http

@@ -1,0 +1,54 @@
+#pragma once
+// server_metrics: counters and histograms for GET /metrics, in Prometheus text format with
+// vLLM's names under the prefix `tandem:` (so dashboards built for vLLM read them).
+// Every method may be called from any thread.
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "completion_source.hpp"
+
+namespace tandem::http {
+
+class histogram {
+ public:
+  explicit histogram(std::vector<double> bounds);
+  void observe(double v);
+  // Appends the _bucket, _sum and _count lines of `name` with `labels` ("k=\"v\"").
+  void render(std::string& out, std::string_view name, std::string_view labels) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket, not cumulative; last one is +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+class server_metrics {
+ public:
+  server_metrics();
+
+  void add_prompt_tokens(uint64_t n);
+  void add_generation_tokens(uint64_t n);
+  void observe_ttft(double s);
+  void observe_inter_token(double s);
+  void observe_e2e(double s);
+  void observe_queue(double s);
+  // A finished engine request; reason is stop | length | abort | error.
+  void count_finished(std::string_view reason);
+  void count_http(int status);
+
+  std::string render(const std::string& model, const source_stats& st) const;
+
+ private:
+  mutable std::mutex mu_;
+  uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;
+  std::map<std::string, uint64_t, std::less<>> finished_;
+  std::map<int, uint64_t> http_;
+  histogram ttft_, itl_, e2e_, queue_;
+};
+
+}  // namespace tandem::http

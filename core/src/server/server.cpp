@@ -1,0 +1,138 @@
+// server: the listener, the I/O threads and graceful shutdown.
+#include "tandem/server.hpp"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
+#include <fmt/format.h>
+#include <thread>
+
+#include "completion_source.hpp"
+#include "http_session.hpp"
+#include "router.hpp"
+#include "server_context.hpp"
+
+namespace tandem {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+struct server::impl {
+  // Order matters: the context (and with it the source, whose pending requests hold
+  // handlers bound to sockets) must go before the io_context.
+  net::io_context ioc;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  http::server_context ctx;
+  http::router routes{ctx};
+  tcp::acceptor acceptor{ioc};
+  std::vector<std::thread> threads;
+  bool started = false, stopped = false;
+
+  void accept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](boost::system::error_code ec, tcp::socket socket) {
+      if (ec) return;  // closed at shutdown
+      std::make_shared<http::http_session>(std::move(socket), ctx, routes)->run();
+      accept();
+    });
+  }
+
+  bool drained() const {
+    for (const auto& j : ctx.jobs->live())
+      if (!j->answered()) return false;
+    return ctx.in_flight == 0;
+  }
+
+  bool wait_drained(std::chrono::steady_clock::time_point until) const {
+    while (!drained()) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  }
+};
+
+server::server(std::shared_ptr<completion_source> source, server_options opt) : impl_(std::make_unique<impl>()) {
+  impl_->ctx.source = std::move(source);
+  impl_->ctx.opt = std::move(opt);
+  if (impl_->ctx.opt.io_threads < 1) impl_->ctx.opt.io_threads = 1;
+}
+
+server::~server() { stop(std::chrono::milliseconds(0)); }
+
+uint16_t server::start() {
+  impl& m = *impl_;
+  if (m.started) throw error("server: already started");
+  boost::system::error_code ec;
+  const auto addr = net::ip::make_address(m.ctx.opt.host, ec);
+  if (ec) throw error(fmt::format("server: '{}' is not an IP address", m.ctx.opt.host));
+  const tcp::endpoint ep(addr, m.ctx.opt.port);
+  m.acceptor.open(ep.protocol(), ec);
+  if (!ec) m.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) m.acceptor.bind(ep, ec);
+  if (!ec) m.acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) throw error(fmt::format("server: cannot listen on {}:{}: {}", m.ctx.opt.host, m.ctx.opt.port, ec.message()));
+  const uint16_t port = m.acceptor.local_endpoint().port();
+  m.work.emplace(m.ioc.get_executor());
+  m.accept();
+  for (int i = 0; i < m.ctx.opt.io_threads; ++i) m.threads.emplace_back([&m] { m.ioc.run(); });
+  m.started = true;
+  return port;
+}
+
+void server::stop(std::chrono::milliseconds deadline) {
+  impl& m = *impl_;
+  if (!m.started || m.stopped) return;
+  m.stopped = true;
+  m.ctx.stopping = true;
+  net::post(m.ioc, [&m] {
+    boost::system::error_code ec;
+    m.acceptor.close(ec);
+  });
+  const auto now = std::chrono::steady_clock::now();
+  if (!m.wait_drained(now + deadline)) {
+    for (const auto& j : m.ctx.jobs->live()) j->cancel_all();
+    // Cancelled requests end within a step; give their final chunks time to go out.
+    m.wait_drained(std::chrono::steady_clock::now() + std::chrono::seconds(2));
+  }
+  m.ctx.source->shutdown();
+  m.work.reset();
+  m.ioc.stop();
+  for (auto& t : m.threads) t.join();
+  m.threads.clear();
+}
+
+size_t server::in_flight() const { return impl_->ctx.in_flight; }
+
+source_state state_of(const completion_source& s) { return s.state(); }
+std::string failure_of(const completion_source& s) { return s.failure(); }
+std::vector<std::string> summary_of(const completion_source& s) { return s.summary(); }
+
+namespace http {
+
+uint64_t job_registry::add(std::weak_ptr<completion_job> j) {
+  std::lock_guard l(mu_);
+  jobs_.emplace(next_, std::move(j));
+  return next_++;
+}
+
+void job_registry::remove(uint64_t key) {
+  std::lock_guard l(mu_);
+  jobs_.erase(key);
+}
+
+size_t job_registry::size() const {
+  std::lock_guard l(mu_);
+  return jobs_.size();
+}
+
+std::vector<std::shared_ptr<completion_job>> job_registry::live() const {
+  std::lock_guard l(mu_);
+  std::vector<std::shared_ptr<completion_job>> out;
+  for (const auto& [k, w] : jobs_)
+    if (auto j = w.lock()) out.push_back(std::move(j));
+  return out;
+}
+
+}  // namespace http
+}  // namespace tandem

@@ -1,0 +1,145 @@
+#pragma once
+// fake_source: a scripted completion source for the HTTP-layer tests only. Tokens are
+// bytes (id = byte value), 256 is end-of-generation; every request "generates" the reply
+// text byte by byte, one token per tick, then 256. Honors max_new_tokens, cancel,
+// stop_token_ids and logprobs, from its own generation thread like the real engine.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "completion_source.hpp"
+
+namespace tandem::test {
+
+class byte_decoder final : public text_decoder {
+ public:
+  std::string push(int32_t id) override { return id < 256 ? std::string(1, static_cast<char>(id)) : std::string(); }
+  std::string flush() override { return {}; }
+};
+
+class fake_source final : public completion_source {
+ public:
+  static constexpr int32_t eos = 256;
+
+  explicit fake_source(std::string reply, std::chrono::milliseconds tick = std::chrono::milliseconds(1))
+      : reply_(std::move(reply)), tick_(tick), thread_([this] { loop(); }) {}
+  ~fake_source() override { shutdown(); }
+
+  source_state state() const override { return state_; }
+  void set_state(source_state s) { state_ = s; }
+  const std::string& model_name() const override { return model_; }
+  int64_t max_model_len() const override { return 64; }
+  int32_t vocab_size() const override { return 257; }
+  std::vector<int32_t> encode(std::string_view text) const override { return {text.begin(), text.end()}; }
+  std::vector<int32_t> chat_tokens(std::span<const chat_message> messages) const override {
+    std::vector<int32_t> ids;
+    for (const auto& m : messages) {
+      if (m.role == "tool" && m.tool_call_id.empty()) throw error("a tool message needs tool_call_id");
+      ids.insert(ids.end(), m.content.begin(), m.content.end());
+    }
+    return ids;
+  }
+  std::string decode(std::span<const int32_t> ids) const override {
+    std::string s;
+    for (int32_t id : ids) s += byte_decoder().push(id);
+    return s;
+  }
+  std::string token_bytes(int32_t id) const override { return byte_decoder().push(id); }
+  std::unique_ptr<text_decoder> decoder() const override { return std::make_unique<byte_decoder>(); }
+
+  uint64_t submit(generation_request r) override {
+    std::lock_guard l(mu_);
+    const uint64_t id = next_++;
+    queue_.push_back({id, std::move(r), 0});
+    ++submitted_;
+    cv_.notify_one();
+    return id;
+  }
+  void cancel(uint64_t id) override {
+    std::lock_guard l(mu_);
+    cancels_.push_back(id);
+    ++cancelled_;
+    cv_.notify_one();
+  }
+  source_stats stats() const override {
+    std::lock_guard l(mu_);
+    return {queue_.size(), 0, 0, 0.5};
+  }
+  void shutdown() override {
+    stop_ = true;
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+    std::lock_guard l(mu_);
+    queue_.clear();
+  }
+
+  std::atomic<int> submitted_{0}, cancelled_{0};
+
+ private:
+  struct live {
+    uint64_t id;
+    generation_request req;
+    int64_t produced;
+  };
+
+  // One tick: every live request advances one token (as one engine step would).
+  void loop() {
+    while (!stop_) {
+      std::vector<live> work;
+      std::vector<uint64_t> cancels;
+      {
+        std::unique_lock l(mu_);
+        cv_.wait_for(l, tick_, [this] { return stop_ || !queue_.empty() || !cancels_.empty(); });
+        work.swap(queue_);
+        cancels.swap(cancels_);
+      }
+      std::vector<live> keep;
+      for (auto& w : work) {
+        if (std::find(cancels.begin(), cancels.end(), w.id) != cancels.end()) {
+          w.req.on_event({w.id, -1, finish_reason::cancelled, {}});
+          continue;
+        }
+        if (advance(w)) keep.push_back(std::move(w));
+      }
+      std::this_thread::sleep_for(tick_);
+      std::lock_guard l(mu_);
+      for (auto& k : keep) queue_.push_back(std::move(k));
+    }
+  }
+
+  bool advance(live& w) {
+    const auto pos = static_cast<size_t>(w.produced);
+    const int32_t tok = pos < reply_.size() ? static_cast<unsigned char>(reply_[pos]) : eos;
+    ++w.produced;
+    token_event ev{w.id, tok, finish_reason::none, {}};
+    const auto& stops = w.req.stop_token_ids;
+    if ((tok == eos && !w.req.ignore_eos) || std::find(stops.begin(), stops.end(), tok) != stops.end())
+      ev.finished = finish_reason::stop;
+    else if (w.produced >= w.req.max_new_tokens)
+      ev.finished = finish_reason::length;
+    if (w.req.logprobs >= 0) {
+      ev.logprob = -0.25f;
+      for (int k = 0; k < w.req.logprobs; ++k) ev.top_logprobs.push_back({'a' + k, -1.0f - k});
+    }
+    if (pos == 0) ev.queued_s = 0.001;
+    w.req.on_event(ev);
+    return ev.finished == finish_reason::none;
+  }
+
+  std::string reply_, model_ = "fake-model";
+  std::chrono::milliseconds tick_;
+  std::atomic<source_state> state_{source_state::ready};
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<live> queue_;
+  std::vector<uint64_t> cancels_;
+  uint64_t next_ = 1;
+  std::thread thread_;
+};
+
+}  // namespace tandem::test
