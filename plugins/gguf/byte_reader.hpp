@@ -35,6 +35,9 @@ class byte_reader {
     return v;
   }
 
+  // Longest string accepted; a corrupt length in a big file must not copy gigabytes.
+  static constexpr uint64_t max_string_bytes = uint64_t{1} << 26;
+
   // A GGUF string: u64 length, then that many bytes (kept as is, UTF-8 or not).
   std::string read_string(std::string_view what) {
     const auto n = read<uint64_t>(what);
@@ -42,6 +45,10 @@ class byte_reader {
       fail("truncated: " + std::string(what) + " claims " + std::to_string(n) +
            " bytes at offset " + std::to_string(pos_) + " but only " + std::to_string(left()) +
            " remain");
+    }
+    if (n > max_string_bytes) {
+      fail(std::string(what) + " claims " + std::to_string(n) +
+           " bytes, more than the 64 MiB any GGUF string may have");
     }
     std::string s(reinterpret_cast<const char*>(bytes_.data() + pos_), n);
     pos_ += n;

@@ -32,6 +32,10 @@ void check_magic_and_version(byte_reader& r, uint32_t& version) {
 // parser reserve more than the file could possibly describe.
 void check_counts(byte_reader& r, uint64_t tensors, uint64_t kvs) {
   const uint64_t left = r.left();
+  if (kvs > max_kv_count) r.fail("metadata count " + std::to_string(kvs) + " is absurd (limit 2^20)");
+  if (tensors > max_tensor_count) {
+    r.fail("tensor count " + std::to_string(tensors) + " is absurd (limit 2^22)");
+  }
   if (kvs > left / min_kv_bytes) {
     r.fail("metadata count " + std::to_string(kvs) + " cannot fit in the " + std::to_string(left) +
            " bytes that follow the header");

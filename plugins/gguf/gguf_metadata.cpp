@@ -64,6 +64,10 @@ meta_value read_array(byte_reader& r, const std::string& key, kv_entry& entry) {
     r.fail("metadata array '" + key + "' claims " + std::to_string(n) + " items of type " +
            std::string(name(elem)) + " but only " + std::to_string(r.left()) + " bytes remain");
   }
+  if (n > max_array_items) {
+    r.fail("metadata array '" + key + "' claims " + std::to_string(n) +
+           " items, more than the 2^26 tandem accepts");
+  }
   entry.elem_type = elem;
   entry.count = n;
   if (elem == value_type::string) {

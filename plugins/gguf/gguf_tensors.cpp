@@ -14,19 +14,19 @@ constexpr uint32_t max_dims = 4;  // GGML_MAX_DIMS
 
 std::string describe(const std::string& tensor) { return "tensor '" + tensor + "'"; }
 
-// numpy-order shape from ne[] (innermost first); rejects sizes whose element count or
-// byte size overflows int64.
+// numpy-order shape from ne[] (innermost first). The element count must fit in int64
+// even when some dimension is 0, so that no consumer can overflow on rows * cols.
 std::vector<int64_t> read_shape(byte_reader& r, const std::string& tensor) {
   const auto n_dims = r.read<uint32_t>("dimension count of " + describe(tensor));
   if (n_dims > max_dims) {
     r.fail(describe(tensor) + " has " + std::to_string(n_dims) + " dimensions; GGUF allows at most 4");
   }
   std::vector<int64_t> shape(n_dims);
-  int64_t numel = 1;
+  int64_t extent = 1;  // product of max(ne, 1)
   for (uint32_t d = 0; d < n_dims; ++d) {
     const auto ne = r.read<uint64_t>("dimension of " + describe(tensor));
     if (ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-        __builtin_mul_overflow(numel, static_cast<int64_t>(ne), &numel)) {
+        __builtin_mul_overflow(extent, std::max<int64_t>(static_cast<int64_t>(ne), 1), &extent)) {
       r.fail(describe(tensor) + " has a dimension of " + std::to_string(ne) +
              " that makes its element count overflow");
     }
@@ -46,15 +46,15 @@ dtype check_type(byte_reader& r, uint32_t id, const std::string& tensor) {
 
 // Bytes of the tensor's data; the row length must hold whole blocks.
 uint64_t data_bytes(byte_reader& r, const tensor_info& t) {
+  const auto tr = traits(t.type);
   const int64_t row = t.shape.empty() ? 1 : t.shape.back();
-  if (!row_bytes(t.type, row)) {
+  if (row % tr.block_elems != 0) {
     r.fail(describe(t.name) + " of type " + std::string(name(t.type)) + " has rows of " +
            std::to_string(row) + " elements, not a multiple of the block size " +
-           std::to_string(traits(t.type).block_elems));
+           std::to_string(tr.block_elems));
   }
   int64_t numel = 1;
-  for (int64_t d : t.shape) numel *= d;  // checked in read_shape
-  const auto tr = traits(t.type);
+  for (int64_t d : t.shape) numel *= d;  // cannot overflow: checked in read_shape
   int64_t bytes = 0;
   if (__builtin_mul_overflow(numel / tr.block_elems, tr.block_bytes, &bytes)) {
     r.fail(describe(t.name) + " is too large: its byte size overflows");

@@ -104,7 +104,7 @@ class gguf_writer {
     out.pad_to(alignment);
     const size_t data_start = out.bytes().size();
     for (size_t i = 0; i < tensors_.size(); ++i) {
-      if (offsets[i] > (uint64_t{1} << 30)) continue;  // a deliberately absurd offset
+      if (tensors_[i].data.empty() || offsets[i] > (uint64_t{1} << 30)) continue;  // nothing, or an absurd offset
       const size_t end = data_start + offsets[i] + tensors_[i].data.size();
       if (out.bytes().size() < end) out.bytes().resize(end);
       std::memcpy(out.bytes().data() + data_start + offsets[i], tensors_[i].data.data(),

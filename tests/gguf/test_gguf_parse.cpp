@@ -167,6 +167,17 @@ BOOST_AUTO_TEST_CASE(custom_alignment_version_2_and_no_tensors) {
   BOOST_TEST(*e.metadata().get_string("general.name") == "x");
 }
 
+BOOST_AUTO_TEST_CASE(empty_tensor_is_valid) {
+  gguf_writer w;
+  w.tensor("empty", Q8_0, {64, 0}, {});
+  w.tensor("after", F32, {1}, as_bytes(std::vector<float>{5}));
+  auto bytes = w.build();
+  auto f = gguf_file::parse(bytes, "empty_tensor");
+  BOOST_TEST(f.find("empty")->nbytes == 0u);
+  BOOST_TEST(f.find("empty")->shape == (std::vector<int64_t>{0, 64}), boost::test_tools::per_element());
+  BOOST_TEST(*static_cast<const float*>(f.find("after")->data) == 5.0f);
+}
+
 BOOST_AUTO_TEST_CASE(open_from_disk_both_modes) {
   gguf_writer w;
   temp_file tmp(sample_file(w));
@@ -264,6 +275,7 @@ BOOST_AUTO_TEST_CASE(tensor_errors) {
   expect_error(one(F32, {1, 1, 1, 1, 1}, 4), "tensor 'blk.0.w' has 5 dimensions");
   expect_error(one(F32, {1ull << 40, 1ull << 40}, 4), "overflow");
   expect_error(one(F32, {1ull << 63}, 4), "overflow");
+  expect_error(one(F32, {0, 1ull << 40, 1ull << 40}, 0), "overflow");  // empty, yet absurd
   expect_error(one(Q8_0, {0x7fffffffffffffe0ull}, 34), "overflow");  // element count fits, bytes do not
   expect_error(one(99, {32}, 4), "tensor 'blk.0.w' has unknown GGML type id 99");
   expect_error(one(12, {256}, 144), "tensor 'blk.0.w' has type Q4_K, which tandem does not support");
