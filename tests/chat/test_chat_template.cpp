@@ -169,6 +169,18 @@ BOOST_AUTO_TEST_CASE(huge_loops_and_recursion_are_bounded) {
   expect_error([] { render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"); }, "macro calls nested deeper");
   expect_error([] { render("{% set s = 'xxxxxxxxxxxxxxxx' * 100000000 %}"); }, "too large");
   expect_error([] { render("{{ 10 ** 100 }}"); }, "out of range");
+  // Quadratic accumulation is metered by the work it copies, not just by statements.
+  expect_error([] {
+    render("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}{% endfor %}");
+  }, "step limit");
+  expect_error([] { render("{{ (['x' * 60000000] * 100) | join }}"); }, "larger than");
+  expect_error([] { render("{{ ('x' * 60000000).replace('', 'yy') }}"); }, "larger than");
+  expect_error([] { render("{{ [0] * 100000000 }}"); }, "too large");
+  expect_error([] { render("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns }}"); }, "nested too deeply");
+  // Within the limits, a long conversation renders.
+  std::vector<chat_message> many(5000, chat_message{"user", std::string(200, 'a')});
+  std::string out = render("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}", many);
+  BOOST_TEST(out.size() == 5000u * (6 + 200));
 }
 
 BOOST_AUTO_TEST_CASE(whitespace_control_matches_hf_settings) {

@@ -22,9 +22,9 @@ namespace tandem {
 
 struct chat_message {
   std::string role;          // system | user | assistant | tool
-  std::string content;
-  std::string name;          // optional (tool name); empty = absent
-  std::string tool_call_id;  // optional; empty = absent
+  std::string content{};
+  std::string name{};        // optional (tool name); empty = absent
+  std::string tool_call_id{};  // optional; empty = absent
 };
 
 struct chat_render_options {

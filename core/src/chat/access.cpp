@@ -79,7 +79,7 @@ static std::vector<size_t> slice_positions(int64_t n, const value& start, const 
   int64_t b = clamp(start, st > 0 ? 0 : n - 1);
   int64_t e = clamp(stop, st > 0 ? n : -1);
   std::vector<size_t> out;
-  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) out.push_back(static_cast<size_t>(i));
+  for (__int128 i = b; st > 0 ? i < e : i > e; i += st) out.push_back(static_cast<size_t>(i));
   return out;
 }
 

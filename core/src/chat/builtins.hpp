@@ -12,7 +12,6 @@ namespace tandem::chat_detail {
 class interpreter;
 
 // Limits shared by the interpreter and the builtins.
-constexpr size_t max_string_bytes = size_t{64} << 20;
 constexpr int64_t max_range = 100000;  // jinja2.sandbox.MAX_RANGE
 
 // operators.cpp
@@ -51,7 +50,9 @@ struct json_options {
 std::string to_json(const value& v, const json_options& opt);
 json_options json_options_from(const call_args& args, size_t first_positional);
 
-// globals.cpp
-void install_globals(dict_data& root);
+// globals.cpp. Namespaces are the only mutable values, so every reference cycle runs
+// through one; `namespaces` records them so that the renderer can break the cycles.
+using namespace_registry = std::vector<std::weak_ptr<dict_data>>;
+void install_globals(dict_data& root, std::shared_ptr<namespace_registry> namespaces);
 
 }  // namespace tandem::chat_detail

@@ -67,8 +67,18 @@ value message_value(const chat_message& m) {
 }  // namespace
 
 std::string chat_template::render(std::span<const chat_message> messages, const chat_render_options& opt) const {
+  // Clearing every namespace after the render breaks reference cycles a template made
+  // (`set ns.self = [ns]`), which shared ownership alone would leak.
+  auto namespaces = std::make_shared<chat_detail::namespace_registry>();
+  struct cycle_breaker {
+    std::shared_ptr<chat_detail::namespace_registry> made;
+    ~cycle_breaker() {
+      for (auto& w : *made)
+        if (auto d = w.lock()) d->entries.clear();
+    }
+  } breaker{namespaces};
   chat_detail::dict_data globals;
-  chat_detail::install_globals(globals);
+  chat_detail::install_globals(globals, namespaces);
   chat_detail::interpreter::scope root;
   for (auto& [k, v] : globals.entries) root[k.as_string()] = v;
   for (const auto& [k, v] : opt.extra) root[k] = value::string(v);

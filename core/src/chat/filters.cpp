@@ -74,6 +74,7 @@ value f_join(const value& in, const call_args& a) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += sep.is_undefined() ? "" : to_str(sep);
     out += to_str(attr.is_undefined() || attr.is_none() ? items[i] : attr_path(items[i], to_str(attr)));
+    check_string_size(out.size());
   }
   return value::string(std::move(out));
 }
@@ -87,7 +88,8 @@ value f_reverse(const value& in, const call_args&) {
 
 value f_int(const value& in, const call_args& a) {
   value dflt = a.has(0, "default") ? a.get(0, "default") : value::integer(0);
-  if (in.type() == kind::floating) return std::isfinite(in.as_double()) ? value::integer(static_cast<int64_t>(in.as_double())) : dflt;
+  auto from_double = [&](double d) { return std::fabs(d) < 9.2e18 ? value::integer(static_cast<int64_t>(d)) : dflt; };
+  if (in.type() == kind::floating) return from_double(in.as_double());
   if (in.is_number()) return value::integer(in.as_int());
   if (!in.is_string()) return dflt;
   std::string s = str_strip(in.as_string(), true, true, value());
@@ -97,7 +99,7 @@ value f_int(const value& in, const call_args& a) {
     int64_t i = std::stoll(s, &used, 10);
     if (used == s.size()) return value::integer(i);
     double d = std::stod(s, &used);
-    if (used == s.size() && std::isfinite(d)) return value::integer(static_cast<int64_t>(d));
+    if (used == s.size()) return from_double(d);
   } catch (const std::exception&) {
   }
   return dflt;
@@ -163,6 +165,7 @@ value f_escape(const value& in, const call_args&) {
 
 value f_indent(const value& in, const call_args& a) {
   value w = a.get(0, "width");
+  if (w.is_number() && w.as_int() > 10000) fail("indent width too large");
   std::string ind = w.is_string() ? w.as_string() : std::string(w.is_number() ? static_cast<size_t>(std::max<int64_t>(0, w.as_int())) : 4, ' ');
   bool first = a.get(1, "first").truthy(), blank = a.get(2, "blank").truthy();
   value lines_v = call_method(value::string(to_str(in) + "\n"), "splitlines", {});
@@ -173,6 +176,7 @@ value f_indent(const value& in, const call_args& a) {
     if (i) out += "\n";
     if (i && (blank || !line.empty())) out += ind;
     out += line;
+    check_string_size(out.size());
   }
   return value::string(first ? ind + out : out);
 }

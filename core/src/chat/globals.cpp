@@ -60,11 +60,12 @@ value strftime_now(const call_args& a) {
 
 }  // namespace
 
-void install_globals(dict_data& root) {
+void install_globals(dict_data& root, std::shared_ptr<namespace_registry> namespaces) {
   root.set(value::string("range"), value::function("range", range_fn));
-  root.set(value::string("namespace"), value::function("namespace", [](const call_args& a) {
+  root.set(value::string("namespace"), value::function("namespace", [namespaces](const call_args& a) {
              auto d = dict_from_args(a);
              d->is_namespace = true;
+             namespaces->push_back(d);
              return value::dict(std::move(d));
            }));
   root.set(value::string("dict"), value::function("dict", [](const call_args& a) { return value::dict(dict_from_args(a)); }));

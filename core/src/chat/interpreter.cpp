@@ -23,6 +23,12 @@ void interpreter::tick() {
     fail("template exceeded the step limit (" + std::to_string(limits_.max_steps) + " statements and loop iterations)");
 }
 
+void interpreter::charge(const value& built) {
+  uint64_t units = built.is_list() ? built.as_list().size() : (built.is_string() ? built.as_string().size() / 256 : 0);
+  steps_ += units;
+  if (steps_ > limits_.max_steps) tick();
+}
+
 void interpreter::write(const std::string& s) {
   if (out_->size() + s.size() > limits_.max_output_bytes)
     fail("template output exceeded " + std::to_string(limits_.max_output_bytes) + " bytes");

@@ -36,6 +36,9 @@ class interpreter {
   std::string* out_ = nullptr;
 
   void tick();
+  // Meters the work behind a built value (copying lists, growing strings), so that
+  // quadratic accumulation in a loop also meets the step limit.
+  void charge(const value& built);
   void write(const std::string& s);
   flow exec(const stmt_list& body);
   flow exec(const stmt& s);

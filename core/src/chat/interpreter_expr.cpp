@@ -78,8 +78,7 @@ value interpreter::eval_binary(const expr& e) {
   if (e.name == "or") return l.truthy() ? l : eval(*e.args[1]);
   value r = eval(*e.args[1]);
   value out = binary_op(e.name, l, r);
-  if (out.is_string() && out.as_string().size() > max_string_bytes)
-    fail("string result larger than " + std::to_string(max_string_bytes) + " bytes");
+  charge(out);
   return out;
 }
 
@@ -117,14 +116,15 @@ value interpreter::eval_call(const expr& e) {
   require_defined(fn);
   if (fn.type() != kind::callable) fail("'" + fn.type_name() + "' object is not callable");
   call_args a = eval_args(e, 1);
-  return fn.as_callable().fn(a);
+  value out = fn.as_callable().fn(a);
+  charge(out);
+  return out;
 }
 
 value interpreter::eval_filter(const expr& e) {
   value input = eval(*e.args[0]);
   value out = apply_filter(e.name, input, eval_args(e, 1));
-  if (out.is_string() && out.as_string().size() > max_string_bytes)
-    fail("string result larger than " + std::to_string(max_string_bytes) + " bytes");
+  charge(out);
   return out;
 }
 

@@ -96,6 +96,7 @@ class writer {
     }
     out += '[';
     for (size_t i = 0; i < l.size(); ++i) {
+      check_string_size(out.size());
       if (i) out += o_.item_sep;
       newline(out, level + 1);
       write(out, l[i], level + 1);
@@ -115,6 +116,7 @@ class writer {
       std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     out += '{';
     for (size_t i = 0; i < items.size(); ++i) {
+      check_string_size(out.size());
       if (i) out += o_.item_sep;
       newline(out, level + 1);
       escape_string(out, items[i].first, o_.ensure_ascii);
@@ -141,7 +143,7 @@ json_options json_options_from(const call_args& a, size_t first) {
   if (indent.is_string()) o.indent = indent.as_string();
   else if (indent.type() == kind::integer) o.indent = std::string(static_cast<size_t>(std::clamp<int64_t>(indent.as_int(), 0, 64)), ' ');
   else if (!indent.is_undefined() && !indent.is_none()) fail("tojson: indent must be an integer or a string");
-  if (o.indent) o.item_sep = ",";
+  if (o.indent) o.item_sep.assign(1, ',');
   value seps = a.get(first + 2, "separators");
   if (seps.is_list()) {
     if (seps.as_list().size() != 2 || !seps.as_list()[0].is_string() || !seps.as_list()[1].is_string())

@@ -87,6 +87,7 @@ value m_replace(const value& self, const call_args& a) {
   std::string out;
   if (from.empty()) {  // Python inserts `to` around every character
     auto offs = codepoint_offsets(s);
+    check_string_size(s.size() + offs.size() * to.size());
     for (size_t i = 0; i + 1 < offs.size() + 1; ++i) {
       if (count < 0 || static_cast<int64_t>(i) < count) out += to;
       if (i + 1 < offs.size()) out.append(s, offs[i], offs[i + 1] - offs[i]);
@@ -99,6 +100,7 @@ value m_replace(const value& self, const call_args& a) {
     if (f == std::string::npos) break;
     out.append(s, pos, f - pos);
     out += to;
+    check_string_size(out.size());
     pos = f + from.size();
   }
   out.append(s, pos);
@@ -132,6 +134,7 @@ value m_join(const value& self, const call_args& a) {
       fail("sequence item " + std::to_string(i) + ": expected str instance, " + items[i].type_name() + " found");
     if (i) out += self.as_string();
     out += items[i].as_string();
+    check_string_size(out.size());
   }
   return value::string(std::move(out));
 }

@@ -16,9 +16,10 @@ namespace {
 bool is_int(const value& v) { return v.type() == kind::integer || v.type() == kind::boolean; }
 
 value repeat(const value& seq, int64_t n) {
-  if (n <= 0) return seq.is_string() ? value::string("") : value::list({});
   size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().size();
-  if (unit != 0 && static_cast<uint64_t>(n) > max_string_bytes / unit) fail("repetition result is too large");
+  if (n <= 0 || unit == 0) return seq.is_string() ? value::string("") : value::list({});
+  size_t limit = seq.is_string() ? max_string_bytes : max_list_items;
+  if (static_cast<uint64_t>(n) > limit / unit) fail("repetition result is too large");
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -97,9 +98,10 @@ value percent_format(const std::string& fmt, const value& args) {
     }
     if (next >= items.size()) fail("not enough arguments for format string");
     const value& v = items[next++];
+    check_string_size(out.size());
     if (c == 's') out += to_str(v);
     else if (c == 'r') out += to_repr(v);
-    else if ((c == 'd' || c == 'i') && v.is_number()) out += std::to_string(static_cast<int64_t>(v.as_double()));
+    else if ((c == 'd' || c == 'i') && v.is_number() && std::fabs(v.as_double()) < 9.2e18) out += std::to_string(static_cast<int64_t>(v.as_double()));
     else if (c == 'f' && v.is_number()) out += std::to_string(v.as_double());
     else fail(std::string("unsupported format character '") + c + "'");
   }
@@ -110,10 +112,18 @@ value percent_format(const std::string& fmt, const value& args) {
 }  // namespace
 
 value binary_op(const std::string& op, const value& a, const value& b) {
-  if (op == "~") return value::string(to_str(a) + to_str(b));
+  if (op == "~") {
+    std::string x = to_str(a), y = to_str(b);
+    check_string_size(x.size() + y.size());
+    return value::string(x + y);
+  }
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return value::string(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) {
+      check_string_size(a.as_string().size() + b.as_string().size());
+      return value::string(a.as_string() + b.as_string());
+    }
     if (a.is_list() && b.is_list()) {
+      check_list_size(a.as_list().size() + b.as_list().size());
       value_list out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
       return value::list(std::move(out));

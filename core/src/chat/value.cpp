@@ -140,6 +140,19 @@ bool call_args::has(size_t index, const std::string& name) const {
   return index < positional.size();
 }
 
+const std::string& value::undefined_hint() const {
+  static const std::string generic = "value is undefined";
+  return s_ ? *s_ : generic;
+}
+
+void check_string_size(size_t bytes) {
+  if (bytes > max_string_bytes) fail("string result larger than " + std::to_string(max_string_bytes) + " bytes");
+}
+
+void check_list_size(size_t items) {
+  if (items > max_list_items) fail("list result longer than " + std::to_string(max_list_items) + " items");
+}
+
 void require_defined(const value& v) {
   if (v.is_undefined()) fail(v.undefined_hint());
 }

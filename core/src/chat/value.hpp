@@ -65,7 +65,7 @@ class value {
   dict_data& mutable_dict() const { return *dict_; }
   const callable_data& as_callable() const { return *fn_; }
   // The message an operation on this undefined value reports.
-  const std::string& undefined_hint() const { return *s_; }
+  const std::string& undefined_hint() const;
 
   bool truthy() const;
   // Python's type name for messages ("str", "int", "dict", ...).
@@ -91,6 +91,13 @@ struct call_args {
   value get(size_t index, const std::string& name) const;
   bool has(size_t index, const std::string& name) const;
 };
+
+// Strings and lists built at run time are bounded so that a hostile template fails with
+// an error instead of exhausting memory.
+constexpr size_t max_string_bytes = size_t{64} << 20;
+constexpr size_t max_list_items = size_t{1} << 20;
+void check_string_size(size_t bytes);
+void check_list_size(size_t items);
 
 // Python semantics.
 bool equals(const value& a, const value& b);

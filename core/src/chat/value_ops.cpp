@@ -93,7 +93,7 @@ std::string float_repr(double d) {
     }
   } else {
     out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) out.append(1, '.').append(digits, 1);
     char eb[16];
     std::snprintf(eb, sizeof eb, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
     out += eb;
@@ -124,21 +124,32 @@ static std::string string_repr(const std::string& s) {
   return out;
 }
 
-std::string to_repr(const value& v) {
+static std::string repr_at(const value& v, int depth);
+
+std::string to_repr(const value& v) { return repr_at(v, 0); }
+
+// Containers can hold themselves through a namespace, so depth is bounded.
+static std::string repr_at(const value& v, int depth) {
+  if (depth > 100) fail("value nested too deeply to print");
   switch (v.type()) {
     case kind::undefined: return "Undefined";
     case kind::string: return string_repr(v.as_string());
     case kind::list: {
       std::string out = "[";
       const auto& l = v.as_list();
-      for (size_t i = 0; i < l.size(); ++i) out += (i ? ", " : "") + to_repr(l[i]);
+      for (size_t i = 0; i < l.size(); ++i) {
+        out += (i ? ", " : "") + repr_at(l[i], depth + 1);
+        check_string_size(out.size());
+      }
       return out + "]";
     }
     case kind::dict: {
       const auto& d = v.as_dict();
       std::string out = d.is_namespace ? "<Namespace {" : "{";
-      for (size_t i = 0; i < d.entries.size(); ++i)
-        out += (i ? ", " : "") + to_repr(d.entries[i].first) + ": " + to_repr(d.entries[i].second);
+      for (size_t i = 0; i < d.entries.size(); ++i) {
+        out += (i ? ", " : "") + repr_at(d.entries[i].first, depth + 1) + ": " + repr_at(d.entries[i].second, depth + 1);
+        check_string_size(out.size());
+      }
       return out + (d.is_namespace ? "}>" : "}");
     }
     default: return to_str(v);
