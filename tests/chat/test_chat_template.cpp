@@ -82,7 +82,9 @@ BOOST_AUTO_TEST_CASE(fixture_cases_render_byte_identically) {
         BOOST_ERROR(label << ": unexpected error: " << e.what());
         continue;
       }
-      BOOST_TEST(out == str(c, "expected"), label << ": rendering differs");
+      BOOST_TEST(out == str(c, "expected"),
+                 label << ": rendering differs\n got:      " << json::serialize(json::string(out))
+                       << "\n expected: " << json::serialize(json::string(str(c, "expected"))));
       ++rendered;
     } else {
       std::string want = str(c, "error");

@@ -88,7 +88,7 @@ value slice(const value& obj, const value& start, const value& stop, const value
     const auto& l = obj.as_list();
     value_list out;
     for (size_t i : slice_positions(static_cast<int64_t>(l.size()), start, stop, step)) out.push_back(l[i]);
-    return value::list(std::move(out));
+    return obj.is_tuple() ? value::tuple(std::move(out)) : value::list(std::move(out));
   }
   if (obj.is_string()) {
     const std::string& s = obj.as_string();

@@ -123,7 +123,7 @@ value f_items(const value& in, const call_args&) {
   if (in.is_undefined()) return value::list({});
   if (!in.is_dict() || in.is_namespace()) fail("Can only get item pairs from a mapping.");
   value_list out;
-  for (const auto& [k, v] : in.as_dict().entries) out.push_back(value::list({k, v}));
+  for (const auto& [k, v] : in.as_dict().entries) out.push_back(value::tuple({k, v}));
   return value::list(std::move(out));
 }
 
@@ -294,7 +294,7 @@ value f_dictsort(const value& in, const call_args& a) {
 }
 
 value f_format(const value& in, const call_args& a) {
-  return binary_op("%", need_string(in, "format"), value::list(a.positional));
+  return binary_op("%", need_string(in, "format"), value::tuple(a.positional));
 }
 
 value f_wordcount(const value& in, const call_args&) {

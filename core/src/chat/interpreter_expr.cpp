@@ -25,7 +25,7 @@ value interpreter::eval_node(const expr& e) {
     case expr_kind::tuple: {
       value_list items;
       for (const auto& a : e.args) items.push_back(eval(*a));
-      return value::list(std::move(items));
+      return e.kind == expr_kind::tuple ? value::tuple(std::move(items)) : value::list(std::move(items));
     }
     case expr_kind::dict: {
       auto d = std::make_shared<dict_data>();

@@ -218,7 +218,7 @@ std::optional<value> dict_method(const value& d, const std::string& name) {
     return value::function(name, [d, which](const call_args&) {
       value_list out;
       for (const auto& [k, v] : d.as_dict().entries)
-        out.push_back(which == 0 ? value::list({k, v}) : (which == 1 ? k : v));
+        out.push_back(which == 0 ? value::tuple({k, v}) : (which == 1 ? k : v));
       return value::list(std::move(out));
     });
   }

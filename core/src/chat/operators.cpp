@@ -27,7 +27,7 @@ value repeat(const value& seq, int64_t n) {
   }
   value_list out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
-  return value::list(std::move(out));
+  return seq.is_tuple() ? value::tuple(std::move(out)) : value::list(std::move(out));
 }
 
 value int_result(__int128 r) {
@@ -74,7 +74,9 @@ value arithmetic(const std::string& op, const value& a, const value& b) {
   double m = std::fmod(x, y);
   if (m != 0 && ((m < 0) != (y < 0))) m += y;
   if (op == "%") return value::floating(m);
-  double div = (x - std::fmod(x, y)) / y;  // CPython's float floor division
+  double mod = std::fmod(x, y);  // CPython's float floor division
+  double div = (x - mod) / y;
+  if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1.0;
   double fl = std::floor(div);
   if (div - fl > 0.5) fl += 1.0;
   return value::floating(fl);
@@ -82,7 +84,7 @@ value arithmetic(const std::string& op, const value& a, const value& b) {
 
 // "%s" % args for the conversions templates use (%s %r %d %i %f %%).
 value percent_format(const std::string& fmt, const value& args) {
-  value_list items = args.is_list() ? args.as_list() : value_list{args};
+  value_list items = args.is_tuple() ? args.as_list() : value_list{args};
   std::string out;
   size_t next = 0;
   for (size_t i = 0; i < fmt.size(); ++i) {
@@ -124,9 +126,11 @@ value binary_op(const std::string& op, const value& a, const value& b) {
     }
     if (a.is_list() && b.is_list()) {
       check_list_size(a.as_list().size() + b.as_list().size());
+      if (a.is_tuple() != b.is_tuple())
+        fail(std::string("can only concatenate ") + a.type_name() + " (not \"" + b.type_name() + "\") to " + a.type_name());
       value_list out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
-      return value::list(std::move(out));
+      return a.is_tuple() ? value::tuple(std::move(out)) : value::list(std::move(out));
     }
     if (a.is_string() && b.is_number())
       fail("can only concatenate str (not \"" + b.type_name() + "\") to str");

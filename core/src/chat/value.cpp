@@ -71,6 +71,12 @@ value value::list(value_list items) {
   return v;
 }
 
+value value::tuple(value_list items) {
+  value v = list(std::move(items));
+  v.b_ = true;
+  return v;
+}
+
 value value::dict(std::shared_ptr<dict_data> d) {
   value v;
   v.kind_ = kind::dict;
@@ -115,7 +121,7 @@ std::string value::type_name() const {
     case kind::integer: return "int";
     case kind::floating: return "float";
     case kind::string: return "str";
-    case kind::list: return "list";
+    case kind::list: return b_ ? "tuple" : "list";
     case kind::dict: return dict_->is_namespace ? "Namespace" : "dict";
     case kind::callable: return "function";
   }

@@ -44,6 +44,8 @@ class value {
   static value floating(double d);
   static value string(std::string s);
   static value list(value_list items);
+  // A Python tuple: a list that prints as (a, b) and never equals a list.
+  static value tuple(value_list items);
   static value dict(std::shared_ptr<dict_data> d);
   static value function(std::string name, native_fn fn);
 
@@ -53,6 +55,7 @@ class value {
   bool is_string() const { return kind_ == kind::string; }
   bool is_number() const { return kind_ == kind::integer || kind_ == kind::floating || kind_ == kind::boolean; }
   bool is_list() const { return kind_ == kind::list; }
+  bool is_tuple() const { return kind_ == kind::list && b_; }
   bool is_dict() const { return kind_ == kind::dict; }
   bool is_namespace() const { return kind_ == kind::dict && dict_->is_namespace; }
 

@@ -19,7 +19,7 @@ bool equals(const value& a, const value& b) {
     case kind::list: {
       const auto& x = a.as_list();
       const auto& y = b.as_list();
-      if (x.size() != y.size()) return false;
+      if (x.size() != y.size() || a.is_tuple() != b.is_tuple()) return false;
       for (size_t i = 0; i < x.size(); ++i)
         if (!equals(x[i], y[i])) return false;
       return true;
@@ -135,13 +135,14 @@ static std::string repr_at(const value& v, int depth) {
     case kind::undefined: return "Undefined";
     case kind::string: return string_repr(v.as_string());
     case kind::list: {
-      std::string out = "[";
+      std::string out = v.is_tuple() ? "(" : "[";
       const auto& l = v.as_list();
       for (size_t i = 0; i < l.size(); ++i) {
         out += (i ? ", " : "") + repr_at(l[i], depth + 1);
         check_string_size(out.size());
       }
-      return out + "]";
+      if (!v.is_tuple()) return out + "]";
+      return out + (l.size() == 1 ? ",)" : ")");
     }
     case kind::dict: {
       const auto& d = v.as_dict();
