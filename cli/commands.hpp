@@ -13,5 +13,6 @@ int run_validate(const args& a);  // tandem validate P [--set k=v ...]
 int run_plugins(const args& a);   // tandem plugins [--schema]
 int run_inspect(const args& a);   // tandem inspect MODEL
 int run_pull(const args& a);      // tandem pull [NAME]
+int run_serve(const args& a);     // tandem serve [--pipeline P] [--host H] [--port N] [--set k=v]
 
 }  // namespace tandem::cli

@@ -22,6 +22,7 @@ const command commands[] = {
     {"plugins", tandem::cli::run_plugins, "list the plugins found and their settings"},
     {"inspect", tandem::cli::run_inspect, "print a model file's metadata and tensor table"},
     {"pull", tandem::cli::run_pull, "fetch and verify a model named by a manifest"},
+    {"serve", tandem::cli::run_serve, "serve the OpenAI-compatible HTTP API"},
 };
 
 void usage(std::FILE* out) {

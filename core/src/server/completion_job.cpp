@@ -45,10 +45,6 @@ void completion_job::start() {
       c->stops = stop_matcher(g.stop);
       choices_.push_back(std::move(c));
     }
-  if (spec_.gen.stream) {
-    sink_->begin_stream();
-    if (spec_.chat) send_roles();
-  }
   for (auto& cp : choices_) {
     choice& c = *cp;
     generation_request r;
@@ -67,6 +63,11 @@ void completion_job::start() {
     };
     ++ctx_.in_flight;
     c.engine_id = ctx_.source->submit(std::move(r));
+  }
+  // After submitting, so in_flight counts the requests before the client sees a byte.
+  if (spec_.gen.stream) {
+    sink_->begin_stream();
+    if (spec_.chat) send_roles();
   }
 }
 

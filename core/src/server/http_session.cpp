@@ -124,6 +124,10 @@ void http_session::pump() {
 
 void http_session::on_write(beast::error_code ec, bool last) {
   writing_ = false;
+  if (gone_ || closed_) {  // hung up while this write was in flight
+    queue_.clear();
+    return;
+  }
   if (ec) {
     hang_up();
     return;
@@ -167,7 +171,7 @@ void http_session::on_readable(beast::error_code ec, uint64_t generation) {
 void http_session::hang_up() {
   if (gone_) return;
   gone_ = true;
-  queue_.clear();
+  if (!writing_) queue_.clear();  // an in-flight write still reads its buffer
   if (job_) {
     job_->client_gone();
     job_.reset();

@@ -25,7 +25,7 @@ struct server::impl {
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   http::server_context ctx;
   http::router routes{ctx};
-  tcp::acceptor acceptor{ioc};
+  tcp::acceptor acceptor{net::make_strand(ioc)};  // accept and close never race
   std::vector<std::thread> threads;
   bool started = false, stopped = false;
 
@@ -85,7 +85,7 @@ void server::stop(std::chrono::milliseconds deadline) {
   if (!m.started || m.stopped) return;
   m.stopped = true;
   m.ctx.stopping = true;
-  net::post(m.ioc, [&m] {
+  net::post(m.acceptor.get_executor(), [&m] {
     boost::system::error_code ec;
     m.acceptor.close(ec);
   });

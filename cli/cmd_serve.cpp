@@ -1,0 +1,132 @@
+// tandem serve: the OpenAI-compatible HTTP API over a pipeline.
+#include <boost/program_options.hpp>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <pthread.h>
+
+#include "commands.hpp"
+#include "tandem/error.hpp"
+#include "tandem/pipeline.hpp"
+#include "tandem/server.hpp"
+
+namespace po = boost::program_options;
+
+namespace tandem::cli {
+namespace {
+
+struct serve_options {
+  std::string pipeline = "pipelines/default.yaml";
+  std::string host;
+  int port = -1;  // -1: the pipeline's server.port
+  int io_threads = 2;
+  size_t max_pending = 256;
+  double shutdown_s = 10;
+  std::vector<std::string> sets;
+};
+
+po::options_description describe(serve_options& o) {
+  po::options_description d("tandem serve [options]");
+  d.add_options()
+      ("help,h", "this help")
+      ("pipeline,p", po::value(&o.pipeline)->default_value(o.pipeline), "pipeline file")
+      ("host", po::value(&o.host), "address to listen on (default: the pipeline's server.host)")
+      ("port", po::value(&o.port), "TCP port, 0 = any free one (default: the pipeline's server.port)")
+      ("io-threads", po::value(&o.io_threads)->default_value(o.io_threads), "HTTP I/O threads")
+      ("max-pending", po::value(&o.max_pending)->default_value(o.max_pending),
+       "engine requests in flight before new ones get 429")
+      ("shutdown-timeout", po::value(&o.shutdown_s)->default_value(o.shutdown_s),
+       "seconds in-flight requests may take to finish on SIGINT/SIGTERM")
+      ("set", po::value(&o.sets)->composing(), "override a pipeline setting: section.key=value");
+  return d;
+}
+
+// --host/--port become overrides of the pipeline's server section, so the loader checks them.
+std::vector<std::string> overrides(const serve_options& o) {
+  std::vector<std::string> out = o.sets;
+  if (!o.host.empty()) out.push_back("server.host=" + o.host);
+  if (o.port > 0) out.push_back("server.port=" + std::to_string(o.port));
+  return out;
+}
+
+// The server section, read without building anything (a bad pipeline fails here, at once).
+std::pair<std::string, int> listen_address(const serve_options& o) {
+  plugin_host host(plugin_host::default_search_path());
+  const auto ov = overrides(o);
+  pipeline_result r = load_pipeline(o.pipeline, host, ov);
+  if (!r.spec) {
+    std::string all;
+    for (const auto& d : r.errors) all += d.str() + "\n";
+    throw config_error("", all);
+  }
+  return {r.spec->server.get_string("host"), o.port == 0 ? 0 : static_cast<int>(r.spec->server.get_int("port"))};
+}
+
+// Waits for SIGINT/SIGTERM, watching the source: prints the address once it is ready.
+// Returns 0 on a signal, 1 when the model failed to load or the engine died.
+int wait(const completion_source& src, const std::string& url, const sigset_t& set) {
+  bool announced = false;
+  const timespec tick{0, 100'000'000};
+  while (true) {
+    if (sigtimedwait(&set, nullptr, &tick) > 0) return 0;
+    const source_state st = state_of(src);
+    if (st == source_state::dead) {
+      std::cerr << "error: " << failure_of(src) << "\n";
+      return 1;
+    }
+    if (st == source_state::ready && !announced) {
+      for (const auto& line : summary_of(src)) std::cerr << line << "\n";
+      std::cout << "serving on " << url << std::endl;
+      announced = true;
+    }
+  }
+}
+
+}  // namespace
+
+int run_serve(const args& a) {
+  serve_options o;
+  po::options_description desc = describe(o);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(a).options(desc).run(), vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+    if (o.port < -1 || o.port > 65535) throw po::error("--port must be in [0, 65535]");
+    if (o.io_threads < 1) throw po::error("--io-threads must be at least 1");
+    if (o.max_pending < 1) throw po::error("--max-pending must be at least 1");
+  } catch (const po::error& e) {
+    std::cerr << "tandem serve: " << e.what() << "\n\n" << desc << "\n";
+    return 2;
+  }
+  const auto [host, port] = listen_address(o);
+
+  // Signals are taken by sigtimedwait on this thread only: block them before any thread starts.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  runtime_options ro;
+  ro.overrides = overrides(o);
+  ro.progress = [](std::string_view s) { std::cerr << s << "\n"; };
+  auto source = make_runtime_source(o.pipeline, ro);
+  const completion_source& src = *source;
+  server_options so;
+  so.host = host;
+  so.port = static_cast<uint16_t>(port);
+  so.io_threads = o.io_threads;
+  so.max_pending = o.max_pending;
+  server srv(std::move(source), so);
+  const uint16_t bound = srv.start();
+  const int rc = wait(src, "http://" + host + ":" + std::to_string(bound), set);
+  std::cerr << "shutting down\n";
+  srv.stop(std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_s * 1000)));
+  return rc;
+}
+
+}  // namespace tandem::cli
