@@ -39,10 +39,12 @@ constexpr dtype_traits traits(dtype t) {
 constexpr std::string_view name(dtype t) { return traits(t).name; }
 constexpr bool is_quantized(dtype t) { return traits(t).block_elems > 1; }
 
-// Bytes of one row of `n` elements; nullopt when n is not a multiple of the block size.
+// Bytes of one row of `n` elements; nullopt when n is not a multiple of the block size
+// or the size does not fit in int64.
 constexpr std::optional<int64_t> row_bytes(dtype t, int64_t n) {
   auto tr = traits(t);
   if (n < 0 || n % tr.block_elems != 0) return std::nullopt;
+  if (n / tr.block_elems > INT64_MAX / tr.block_bytes) return std::nullopt;  // would overflow
   return n / tr.block_elems * tr.block_bytes;
 }
 

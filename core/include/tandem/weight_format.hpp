@@ -59,7 +59,7 @@ struct tensor_info {
   const void* data = nullptr;  // host memory, valid for the weight_format's lifetime
   size_t nbytes = 0;
 
-  tensor_view view() const;  // contiguous host view (ndim <= 4)
+  TANDEM_API tensor_view view() const;  // contiguous host view (ndim <= 4)
 };
 
 class TANDEM_API weight_format : public plugin_object {
