@@ -4,7 +4,9 @@
 #include <boost/json.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <ctime>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "tandem/chat_template.hpp"
@@ -203,4 +205,46 @@ BOOST_AUTO_TEST_CASE(values_print_like_python) {
   BOOST_TEST(render("{{ 'héllo'|length }} {{ 'héllo'[1] }} {{ 'héllo'[::-1] }}") == "5 é olléh");
   BOOST_TEST(render("{{ 'héllo wörld 1st'|title }} {{ 'ÉCOLE'|lower }} {{ 'straße'.upper() }} {{ 'éA'|capitalize }}") ==
              "Héllo Wörld 1St école STRAßE Éa");
+}
+
+BOOST_AUTO_TEST_CASE(hf_extensions_and_variables) {
+  // {% generation %} (HF's assistant-mask marker) renders its body unchanged.
+  BOOST_TEST(render("a{% generation %}{{ messages[0].content }}{% endgeneration %}b") == "ahib");
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  std::string year = render("{{ strftime_now('%Y') }}");
+  BOOST_TEST((year == std::to_string(1900 + tm.tm_year) || year == std::to_string(1901 + tm.tm_year)));
+  chat_render_options opt;
+  opt.bos_token = "<s>";
+  opt.eos_token = "</s>";
+  opt.add_generation_prompt = false;
+  opt.extra["date_string"] = "26 Jul 2024";
+  opt.extra["messages"] = "ignored: the conversation wins";
+  BOOST_TEST(render("{{ bos_token }}{{ date_string }}{{ eos_token }}{{ add_generation_prompt }}{{ tools }}{{ messages|length }}",
+                    {{"user", "x"}}, opt) == "<s>26 Jul 2024</s>FalseNone1");
+  // name and tool_call_id are keys only when set.
+  BOOST_TEST(render("{% for m in messages %}{{ m|tojson }}{% endfor %}",
+                    {{"tool", "r", "fn", "id9"}, {"user", "u"}}) ==
+             "{\"role\": \"tool\", \"content\": \"r\", \"name\": \"fn\", \"tool_call_id\": \"id9\"}"
+             "{\"role\": \"user\", \"content\": \"u\"}");
+}
+
+BOOST_AUTO_TEST_CASE(one_template_renders_concurrently) {
+  chat_template tpl(
+      "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + m.content|length %}"
+      "{{ loop.index }}:{{ m.content }};{% endfor %}{{ ns.n }}");
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<chat_message> msgs{{"user", std::string(static_cast<size_t>(t + 1), 'x')}, {"assistant", "yy"}};
+      std::string want = "1:" + msgs[0].content + ";2:yy;" + std::to_string(t + 3);
+      for (int i = 0; i < 500; ++i) ok[static_cast<size_t>(t)] += tpl.render(msgs, {}) == want;
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int n : ok) BOOST_TEST(n == 500);
+  chat_template copy = tpl;  // copies share the parsed program
+  BOOST_TEST(copy.source() == tpl.source());
 }
