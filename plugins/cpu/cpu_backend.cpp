@@ -43,11 +43,13 @@ void check_tensor_bytes(const tensor_info& t) {
 cpu_backend::cpu_backend(const cpu_options& opt)
     : kernels_(opt.kernels ? opt.kernels : &best_kernels()),
       pool_(pick_threads(opt.threads)),
-      memory_budget_(pick_budget(opt.memory_mb)) {}
+      memory_budget_(pick_budget(opt.memory_mb)),
+      float_linear_(opt.float_linear) {}
 
 std::string cpu_backend::describe() const {
   return "backend.cpu: " + std::to_string(pool_.size()) + " threads, " +
-         std::string(kernels_->name) + " kernels, f32 activations, memory budget " +
+         std::string(kernels_->name) + " kernels, " + (float_linear_ ? "float" : "q8") +
+         " linears, f32 activations, memory budget " +
          std::to_string(memory_budget_ >> 20) + " MiB";
 }
 

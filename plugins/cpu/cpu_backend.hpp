@@ -25,6 +25,9 @@ struct cpu_options {
   int threads = 0;                 // 0 = every core this process may use
   int64_t memory_mb = 0;           // 0 = half of MemAvailable
   const kernel_table* kernels = nullptr;  // nullptr = best for this CPU
+  // Quantized linears: false = activations quantized to q8 blocks, integer dots (fast, as
+  // llama.cpp does); true = weights dequantized to f32 and float dots (exact reference).
+  bool float_linear = false;
 };
 
 class cpu_backend final : public backend {
@@ -67,6 +70,7 @@ class cpu_backend final : public backend {
   thread_pool pool_;
   size_t memory_budget_;
   linear_scratch scratch_;
+  bool float_linear_;
   rope_cache rope_cache_;
 };
 

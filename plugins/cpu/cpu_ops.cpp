@@ -60,7 +60,7 @@ void cpu_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) {
   check_cols(yv, lw.out_features(), "linear", "y");
   if (xv.rows != yv.rows) fail("linear", "x and y have different row counts");
   if (x.data == y.data) fail("linear", "y must not alias x");
-  run_linear(lw, xv, yv, *kernels_, pool_, scratch_);
+  run_linear(lw, xv, yv, *kernels_, pool_, scratch_, float_linear_);
 }
 
 void cpu_backend::rope(tensor_view x, tensor_view positions, const rope_params& p) {

@@ -4,6 +4,9 @@
 #include "linear.hpp"
 
 #include <algorithm>
+#include <vector>
+
+#include "tandem_quant/ggml_blocks.hpp"
 
 namespace tandem::cpu {
 namespace {
@@ -50,16 +53,29 @@ void quantized(const cpu_linear& w, const rows_view& x, const rows_view& y,
   });
 }
 
+void dequantized(const cpu_linear& w, const rows_view& x, const rows_view& y,
+                 const kernel_table& k, thread_pool& pool) {
+  const int64_t in = w.in_features();
+  over_chunks(w, y, x.rows, pool, [&](const uint8_t* wrow, int64_t t, int rows, float* out) {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(in));
+    dequantize_row(w.storage_type(), wrow, row.data(), in);
+    k.dot_f32(row.data(), x.row(t), x.stride, rows, in, out);
+  });
+}
+
 }  // namespace
 
 void run_linear(const cpu_linear& w, const rows_view& x, const rows_view& y,
-                const kernel_table& k, thread_pool& pool, linear_scratch& scratch) {
+                const kernel_table& k, thread_pool& pool, linear_scratch& scratch,
+                bool float_dots) {
   if (x.rows == 0) return;
   const int64_t in = w.in_features();
   switch (w.storage_type()) {
     case dtype::q4_0:
     case dtype::q4_1:
     case dtype::q8_0:
+      if (float_dots) return dequantized(w, x, y, k, pool);
       return quantized(w, x, y, k, pool, scratch);
     case dtype::f32:
       return over_chunks(w, y, x.rows, pool, [&](const uint8_t* wrow, int64_t t, int rows, float* out) {

@@ -18,8 +18,10 @@ struct linear_scratch {
   std::vector<q8_block> q8;
 };
 
-// x: [n, in] -> y: [n, out]; y must not alias x.
+// x: [n, in] -> y: [n, out]; y must not alias x. With float_dots, quantized weights are
+// dequantized row by row and multiplied in f32 (the exact path, for reference checks).
 void run_linear(const cpu_linear& w, const rows_view& x, const rows_view& y,
-                const kernel_table& k, thread_pool& pool, linear_scratch& scratch);
+                const kernel_table& k, thread_pool& pool, linear_scratch& scratch,
+                bool float_dots = false);
 
 }  // namespace tandem::cpu

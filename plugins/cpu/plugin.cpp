@@ -13,6 +13,9 @@ const config_key keys[] = {
      0, 256},
     {"memory_mb", config_type::integer, "0",
      "memory budget for KV and workspace in MiB; 0 = half of MemAvailable", 0, 1 << 24},
+    {"linear", config_type::string, "q8",
+     "quantized linears: q8 = activations quantized to 8 bits, integer dots (fast); "
+     "float = weights dequantized, f32 dots (exact reference)", 0, 0, "q8|float"},
 };
 
 plugin_object* create(const plugin_context& ctx) {
@@ -20,6 +23,7 @@ plugin_object* create(const plugin_context& ctx) {
   if (ctx.cfg != nullptr) {
     if (ctx.cfg->has("threads")) opt.threads = static_cast<int>(ctx.cfg->get_int("threads"));
     if (ctx.cfg->has("memory_mb")) opt.memory_mb = ctx.cfg->get_int("memory_mb");
+    if (ctx.cfg->has("linear")) opt.float_linear = ctx.cfg->get_string("linear") == "float";
   }
   auto* be = new cpu_backend(opt);
   if (ctx.log != nullptr) ctx.log->info(be->describe());
