@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""End-to-end checks of the `tandem` command line, run by meson (suite 'e2e').
+
+usage: cli_e2e.py TANDEM_EXE TEST_PLUGIN_DIR
+
+Generation is checked against llama.cpp's greedy output on the same file (the fixture
+tests/fixtures/logits/llamacpp_f32deq.json, made by tools/fixtures/logits_reference.py),
+pipeline errors against the golden files in tests/pipelines/bad/, and bad input against
+its exit status: every failure must be a clear message and a non-zero exit, never a crash.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+TANDEM, PLUGINS = sys.argv[1], sys.argv[2]
+ROOT = Path(os.environ.get("TANDEM_SOURCE_ROOT", Path(__file__).resolve().parents[2]))
+MODEL = os.environ["TANDEM_TEST_MODEL"]
+EXACT = ["--set", "backend.plugin=backend.cpu", "--set", "backend.linear=float", "-q"]
+
+
+def tandem(*args, env=None, timeout=300):
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run([TANDEM, *args], cwd=ROOT, env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def reference(name):
+    doc = json.loads((ROOT / "tests/fixtures/logits/llamacpp_f32deq.json").read_text())
+    return next(p for p in doc["prompts"] if p["name"] == name)
+
+
+class Generation(unittest.TestCase):
+    def test_raw_prompt_matches_llama_cpp_greedy(self):
+        ref = reference("raw_capital")
+        r = tandem("run", "--raw", "--prompt", ref["text"], "-n", "64", *EXACT)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, ref["greedy"]["text"].replace("<|im_end|>", "") + "\n")
+
+    def test_chat_prompt_matches_llama_cpp_greedy(self):
+        # The fixture's prompt is the model's chat template rendered for this question.
+        ref = reference("chatml_2plus2")
+        r = tandem("run", "--prompt", "What is 2+2?", "-n", "64", *EXACT)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, ref["greedy"]["text"].replace("<|im_end|>", "") + "\n")
+
+    def test_same_seed_same_text_and_speed_line(self):
+        args = ["run", "--prompt", "Tell me a story.", "-n", "24", "-t", "0.9", "--seed", "7"]
+        a, b = tandem(*args), tandem(*args)
+        self.assertEqual(a.returncode, 0, a.stderr)
+        self.assertEqual(a.stdout, b.stdout)
+        self.assertIn("KV pool:", a.stderr)
+        self.assertIn("generated:", a.stderr)
+
+
+class Validation(unittest.TestCase):
+    def test_bad_pipelines_print_their_golden_errors(self):
+        bad = sorted((ROOT / "tests/pipelines/bad").glob("*.yaml"))
+        self.assertGreaterEqual(len(bad), 15)
+        for f in bad:
+            with self.subTest(file=f.name):
+                args, env = [], {}
+                for line in f.read_text().splitlines():
+                    if line.startswith("# set: "):
+                        args += ["--set", line[7:]]
+                    elif line.startswith("# env: "):
+                        k, v = line[7:].split("=", 1)
+                        env[k] = v
+                r = tandem("validate", str(f.relative_to(ROOT)), "--plugin-path", PLUGINS, *args, env=env)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                got = [l.replace(PLUGINS, "<test-plugins>") for l in r.stderr.splitlines() if ": error: " in l]
+                want = [l for l in f.with_suffix(".expected").read_text().splitlines() if l]
+                self.assertEqual(got, want)
+
+    def test_shipped_pipelines_validate(self):
+        for f in sorted((ROOT / "pipelines").glob("*.yaml")):
+            with self.subTest(file=f.name):
+                r = tandem("validate", str(f.relative_to(ROOT)))
+                self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class BadInput(unittest.TestCase):
+    def test_usage_errors_exit_2(self):
+        self.assertEqual(tandem().returncode, 2)
+        self.assertEqual(tandem("frobnicate").returncode, 2)
+        self.assertEqual(tandem("run", "--prompt", "x", "--top-p", "7").returncode, 2)
+        self.assertEqual(tandem("run").returncode, 2)
+
+    def test_missing_pipeline_and_model_exit_1_with_a_message(self):
+        r = tandem("run", "--pipeline", "no/such.yaml", "--prompt", "x")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no/such.yaml", r.stderr)
+        r = tandem("inspect", "/nonexistent/model.gguf")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("model.gguf", r.stderr)
+
+    def test_corrupt_model_files_are_refused(self):
+        data = Path(MODEL).read_bytes()[: 2 << 20]
+        with tempfile.TemporaryDirectory() as d:
+            for name, blob in [("truncated.gguf", data), ("magic.gguf", b"GGUX" + data[4:]),
+                               ("empty.gguf", b"")]:
+                p = Path(d) / name
+                p.write_bytes(blob)
+                r = tandem("inspect", str(p))
+                self.assertEqual(r.returncode, 1, f"{name}: {r.stderr}")
+                self.assertIn(name, r.stderr)
+            # A truncated model named by a pipeline fails the run the same way.
+            r = tandem("run", "--prompt", "x", "--set", f"model={Path(d) / 'truncated.gguf'}")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("truncated.gguf", r.stderr)
+
+    def test_prompt_longer_than_the_context_fails_cleanly(self):
+        r = tandem("run", "--raw", "--prompt", "word " * 600, "--set", "engine.max_model_len=256", "-q")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("context", r.stderr)
+
+
+class Inspection(unittest.TestCase):
+    def test_inspect_lists_metadata_and_tensors(self):
+        r = tandem("inspect", MODEL)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("general.architecture = \"llama\"", r.stdout)
+        self.assertIn("summary: 272 tensors", r.stdout)
+
+    def test_plugins_lists_the_shipped_plugins(self):
+        r = tandem("plugins", "--schema")
+        for name in ["weights.gguf", "backend.cpu", "scheduler.fcfs", "transport.local"]:
+            self.assertIn(name, r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
