@@ -1,12 +1,15 @@
 #pragma once
-// scheduler.fcfs: first come, first served with continuous batching.
+// scheduler.fcfs: first come, first served with continuous batching and chunked prefill.
 //
 // Each step: every running request that is decoding gets one token (decodes first, so
 // generation never stalls behind a prefill); then running requests that are still
-// prefilling continue in chunks; then waiting requests are admitted strictly in arrival
-// order while the step's token budget, the batch limit and free pages allow. When a
-// decode needs a page and none is free, the youngest running request is preempted
-// (its pages are freed and it is recomputed later).
+// prefilling continue in chunks, oldest first; then waiting requests are admitted strictly
+// in arrival order while the step's token budget, the batch limit and free pages allow
+// (the first that does not fit stops admission). A waiting request's chunk starts after
+// its cached prefix. long_prefill_token_threshold caps the prompt tokens of one request per
+// step (vLLM's knob of that name), so a long prompt leaves budget to others. When a decode
+// needs a page and none is free, the youngest running request is preempted (its pages are
+// freed and it is recomputed later).
 #include <cstdint>
 
 #include "tandem/config.hpp"
@@ -15,9 +18,9 @@
 namespace tandem {
 
 struct fcfs_settings {
-  int64_t max_batch = 16;            // most requests in one step
-  int64_t max_tokens_per_step = 512; // token budget of one step (decode + prefill)
-  int64_t max_prefill_chunk = 0;     // most prompt tokens of one request per step; 0 = budget
+  int64_t max_batch = 16;                    // most requests in one step
+  int64_t max_tokens_per_step = 512;         // token budget of one step (decode + prefill)
+  int64_t long_prefill_token_threshold = 0;  // most prompt tokens of one request per step; 0 = budget
 
   static fcfs_settings from(const config& cfg);
 };

@@ -16,10 +16,10 @@
 
 #include "tandem/export.hpp"
 #include "tandem/sampling_params.hpp"
+#include "tandem/scheduler.hpp"
 
 namespace tandem {
 
-class scheduler;
 class transport;
 class llama_model;
 class kv_pool;
@@ -35,6 +35,8 @@ struct token_event {
   float logprob = 0;             // log-probability of `token` (when logprobs >= 0 was asked)
   std::vector<std::pair<int32_t, float>> top_logprobs;  // most likely tokens, best first
   double queued_s = -1;          // first event only: seconds from submit to first scheduling
+  request_class cls = request_class::unknown;  // first event only: class at admission
+  int64_t cached_tokens = -1;    // first event only: prompt tokens taken from the prefix cache
 };
 
 struct generation_request {
@@ -46,6 +48,8 @@ struct generation_request {
   int32_t logprobs = -1;                 // -1 none; 0 the chosen token's; k also the top k
   float presence_penalty = 0;            // OpenAI semantics, over generated tokens
   float frequency_penalty = 0;
+  std::string cache_salt;   // tenant isolation: only requests with the same salt share pages
+  std::string session;      // conversation id: under session retention its chain stays cached
   std::function<void(const token_event&)> on_event;
 };
 
@@ -53,9 +57,30 @@ struct engine_stats {
   uint64_t steps = 0;
   uint64_t prompt_tokens = 0;     // prefill tokens computed
   uint64_t generated_tokens = 0;
-  uint64_t preemptions = 0;
+  uint64_t preemptions = 0;       // by the scheduler or, when nothing could run, the engine
+  uint64_t prefix_queries = 0;    // tokens looked up in the prefix cache at admission
+  uint64_t prefix_hits = 0;       // of those, tokens the cache supplied
+  uint64_t hold_events = 0;       // waiting requests the scheduler started holding back
+  uint64_t aging_escapes = 0;     // held requests admitted because they waited too long
+  uint64_t capped_steps = 0;      // steps in which the scheduler capped a prefill chunk
+  uint64_t pages_evicted = 0;     // cached pages reused for other content
+  uint64_t cache_resets = 0;
   size_t running = 0, waiting = 0;
-  int64_t kv_pages_used = 0, kv_pages_total = 0;
+  int64_t kv_pages_used = 0, kv_pages_cached = 0, kv_pages_total = 0;
+};
+
+// Session retention keeps a conversation's cached chain out of eviction for a while after
+// its last request; lru is plain least-recently-used eviction.
+enum class retention_policy : uint8_t { lru, session };
+
+struct prefix_cache_settings {
+  bool enabled = true;
+  std::string hash = "xxhash";          // xxhash | sha256
+  retention_policy retention = retention_policy::lru;
+  double retention_s = 300;             // protection after a session's last request
+  double retention_share = 0.5;         // most of the pool protection may hold
+  int64_t warm_tokens = 3584;           // metrics class when the scheduler gives none
+  double pin_share = 0.25;              // most of the pool held for waiting requests' prefixes
 };
 
 class engine {
@@ -68,6 +93,7 @@ class engine {
     int64_t max_model_len = 0;
     int64_t kv_pages = 0;
     int page_size = 16;
+    prefix_cache_settings cache;
   };
   explicit engine(parts p);
   ~engine();
@@ -82,9 +108,14 @@ class engine {
   // Runs one step: schedule, compute, sample, emit events. False when there was nothing to do.
   bool step();
   bool has_work() const;
+  // Forgets the prefix cache at the start of the next step (pages in use stay, unshared).
+  // May be called from any thread.
+  void reset_prefix_cache();
   // Blocks until a request or cancel arrives, or `timeout` passes (for an idle engine thread).
   void wait_for_work(std::chrono::milliseconds timeout);
   engine_stats stats() const;
+  // Throws tandem::error when the KV pool's bookkeeping is inconsistent (tests; engine thread).
+  void check_invariants() const;
 
  private:
   struct impl;

@@ -11,6 +11,18 @@ config_schema engine_schema() {
       {"kv_tokens", config_type::integer, "0",
        "tokens of KV cache to allocate; 0 = size from the backend's free memory", 0, 100e6},
       {"seed", config_type::integer, "0", "random seed for sampling"},
+      {"prefix_caching", config_type::boolean, "true",
+       "reuse the KV pages of cached prompt prefixes by reference (automatic prefix caching)"},
+      {"prefix_hash", config_type::string, "xxhash",
+       "hash of a cached page's chain: xxhash (fast) or sha256 (for untrusted tenants)", 0, 0, "xxhash|sha256"},
+      {"retention", config_type::string, "lru",
+       "eviction of cached pages: lru, or session (a session's chain is kept retention_s after "
+       "its last request, within retention_share of the pool)", 0, 0, "lru|session"},
+      {"retention_s", config_type::number, "300", "seconds a session's chain stays protected", 0, 1e7},
+      {"retention_share", config_type::number, "0.5", "most of the KV pool session retention may hold", 0, 1},
+      {"warm_tokens", config_type::integer, "3584",
+       "metrics: a request whose uncached remainder at admission is at most this counts as warm "
+       "(unless the scheduler classifies it)", 0, 100e6},
   };
   return keys;
 }

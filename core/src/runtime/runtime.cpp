@@ -71,6 +71,17 @@ int64_t kv_pages_for(const pipeline_spec& spec, const backend& be, const kv_layo
   return pages;
 }
 
+prefix_cache_settings cache_settings(const config& eng) {
+  prefix_cache_settings c;
+  c.enabled = eng.get_bool("prefix_caching");
+  c.hash = eng.get_string("prefix_hash");
+  c.retention = eng.get_string("retention") == "session" ? retention_policy::session : retention_policy::lru;
+  c.retention_s = eng.get_number("retention_s");
+  c.retention_share = eng.get_number("retention_share");
+  c.warm_tokens = eng.get_int("warm_tokens");
+  return c;
+}
+
 }  // namespace
 
 std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const runtime_options& opt) {
@@ -111,6 +122,8 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   parts.max_model_len = m.max_model_len;
   parts.kv_pages = pages;
   parts.page_size = page;
+  parts.cache = cache_settings(m.spec.engine);
+  const prefix_cache_settings cache = parts.cache;
   m.eng = std::make_unique<engine>(std::move(parts));
 
   const int64_t kv_tokens = pages * page;
@@ -123,7 +136,13 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
       "KV pool: {} tokens ({} pages of {}, {:.1f} MiB); maximum concurrency for {} tokens per "
       "request: {:.2f}x", kv_tokens, pages, page,
       static_cast<double>(kv_tokens) * per_token.bytes_per_token() / (1 << 20), m.max_model_len,
-      static_cast<double>(kv_tokens) / static_cast<double>(m.max_model_len)));
+      static_cast<double>(pages) / static_cast<double>((m.max_model_len + page - 1) / page)));
+  m.summary.push_back(!cache.enabled ? std::string("prefix cache: off")
+                      : fmt::format("prefix cache: on ({}), retention {}", cache.hash,
+                                    cache.retention == retention_policy::lru
+                                        ? std::string("lru")
+                                        : fmt::format("session ({} s, {:.0f}% of the pool)", cache.retention_s,
+                                                      100 * cache.retention_share)));
   return rt;
 }
 

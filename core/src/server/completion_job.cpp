@@ -57,6 +57,7 @@ void completion_job::start() {
     r.logprobs = g.logprobs;
     r.presence_penalty = g.presence_penalty;
     r.frequency_penalty = g.frequency_penalty;
+    r.session = g.user;  // the OpenAI `user` keys session retention of the prefix cache
     // Runs on the generation thread: only hand the event over.
     r.on_event = [self = shared_from_this(), idx = c.index](const token_event& ev) {
       boost::asio::post(self->strand_, [self, idx, ev, at = clock::now()] { self->on_event(idx, ev, at); });
@@ -93,6 +94,9 @@ void completion_job::on_token(choice& c, const token_event& ev, clock::time_poin
   if (c.tokens == 0) {
     ctx_.metrics.add_prompt_tokens(spec_.prompts[c.prompt].size());
     if (ev.queued_s >= 0) ctx_.metrics.observe_queue(ev.queued_s);
+    if (ev.cls != request_class::unknown)
+      ctx_.metrics.observe_class(ev.cls == request_class::warm ? "warm" : "cold", seconds(at - arrival_),
+                                 ev.queued_s);
     if (first_token_ == clock::time_point{}) {
       first_token_ = at;
       ctx_.metrics.observe_ttft(seconds(at - arrival_));

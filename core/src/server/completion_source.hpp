@@ -31,6 +31,10 @@ struct source_stats {
   size_t running = 0, waiting = 0;
   uint64_t preemptions = 0;
   double kv_usage = 0;  // 0..1
+  // Prefix cache and scheduling policy (engine_stats).
+  uint64_t prefix_queries = 0, prefix_hits = 0;
+  uint64_t hold_events = 0, aging_escapes = 0, capped_steps = 0, pages_evicted = 0;
+  double kv_cached = 0;  // 0..1: unreferenced pages kept for reuse
 };
 
 class completion_source {
@@ -59,6 +63,9 @@ class completion_source {
   virtual uint64_t submit(generation_request r) = 0;
   virtual void cancel(uint64_t id) = 0;
   virtual source_stats stats() const = 0;
+  // Forgets the prefix cache (applied before the engine's next step); false when the
+  // source has none.
+  virtual bool reset_prefix_cache() { return false; }
   // Stops the generation thread and drops pending requests (their callbacks hold handlers
   // bound to the server's io_context, which must not outlive it). Nothing may be called after.
   virtual void shutdown() = 0;

@@ -33,6 +33,28 @@ void header(std::string& out, std::string_view name, std::string_view type, std:
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
+void counter(std::string& out, std::string_view name, std::string_view help, std::string_view lab, uint64_t v) {
+  header(out, name, "counter", help);
+  out += fmt::format("{}{{{}}} {}\n", name, lab, v);
+}
+
+// Prefix cache and scheduling-policy counters of the engine.
+void render_cache(std::string& out, std::string_view lab, const source_stats& st) {
+  header(out, "tandem:kv_cache_cached_perc", "gauge", "Fraction of KV pool pages unreferenced but cached (0-1).");
+  out += fmt::format("tandem:kv_cache_cached_perc{{{}}} {}\n", lab, st.kv_cached);
+  counter(out, "tandem:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache at admission.", lab,
+          st.prefix_queries);
+  counter(out, "tandem:prefix_cache_hits_total", "Prompt tokens the prefix cache supplied.", lab, st.prefix_hits);
+  counter(out, "tandem:scheduler_hold_events_total", "Waiting requests the scheduler started holding back.", lab,
+          st.hold_events);
+  counter(out, "tandem:scheduler_aging_escapes_total", "Held requests admitted because they waited too long.", lab,
+          st.aging_escapes);
+  counter(out, "tandem:scheduler_capped_steps_total", "Steps in which a cold prefill chunk was capped.", lab,
+          st.capped_steps);
+  counter(out, "tandem:kv_cache_evicted_pages_total", "Cached KV pages evicted for other content.", lab,
+          st.pages_evicted);
+}
+
 }  // namespace
 
 histogram::histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -65,6 +87,17 @@ void server_metrics::observe_e2e(double s) { std::lock_guard l(mu_); e2e_.observ
 void server_metrics::observe_queue(double s) { std::lock_guard l(mu_); queue_.observe(s); }
 void server_metrics::count_http(int status) { std::lock_guard l(mu_); ++http_[status]; }
 
+void server_metrics::observe_class(std::string_view cls, double ttft, double queue) {
+  std::lock_guard l(mu_);
+  auto at = [&](auto& map, std::vector<double> bounds) -> histogram& {
+    auto it = map.find(cls);
+    if (it == map.end()) it = map.emplace(std::string(cls), histogram(std::move(bounds))).first;
+    return it->second;
+  };
+  at(class_ttft_, ttft_buckets()).observe(ttft);
+  if (queue >= 0) at(class_queue_, latency_buckets()).observe(queue);
+}
+
 void server_metrics::count_finished(std::string_view reason) {
   std::lock_guard l(mu_);
   auto it = finished_.find(reason);
@@ -83,6 +116,7 @@ std::string server_metrics::render(const std::string& model, const source_stats&
   out += fmt::format("tandem:kv_cache_usage_perc{{{}}} {}\n", lab, st.kv_usage);
   header(out, "tandem:num_preemptions_total", "counter", "Preemptions by the scheduler.");
   out += fmt::format("tandem:num_preemptions_total{{{}}} {}\n", lab, st.preemptions);
+  render_cache(out, lab, st);
 
   std::lock_guard l(mu_);
   header(out, "tandem:prompt_tokens_total", "counter", "Prompt tokens of requests that started generating.");
@@ -102,6 +136,14 @@ std::string server_metrics::render(const std::string& model, const source_stats&
   e2e_.render(out, "tandem:e2e_request_latency_seconds", lab);
   header(out, "tandem:request_queue_time_seconds", "histogram", "Time from submission to first scheduling.");
   queue_.render(out, "tandem:request_queue_time_seconds", lab);
+  header(out, "tandem:class_time_to_first_token_seconds", "histogram",
+         "Time to first token by the class a request was admitted as (warm | cold).");
+  for (const auto& [c, h] : class_ttft_)
+    h.render(out, "tandem:class_time_to_first_token_seconds", fmt::format("{},class=\"{}\"", lab, c));
+  header(out, "tandem:class_request_queue_time_seconds", "histogram",
+         "Time from submission to first scheduling by class (warm | cold).");
+  for (const auto& [c, h] : class_queue_)
+    h.render(out, "tandem:class_request_queue_time_seconds", fmt::format("{},class=\"{}\"", lab, c));
   header(out, "tandem:http_requests_total", "counter", "HTTP responses by status.");
   for (const auto& [s, n] : http_) out += fmt::format("tandem:http_requests_total{{status=\"{}\"}} {}\n", s, n);
   return out;

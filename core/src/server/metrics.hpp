@@ -37,6 +37,8 @@ class server_metrics {
   void observe_inter_token(double s);
   void observe_e2e(double s);
   void observe_queue(double s);
+  // TTFT and queue time of a request admitted as `cls` (warm | cold); queue < 0 = unknown.
+  void observe_class(std::string_view cls, double ttft, double queue);
   // A finished engine request; reason is stop | length | abort | error.
   void count_finished(std::string_view reason);
   void count_http(int status);
@@ -49,6 +51,7 @@ class server_metrics {
   std::map<std::string, uint64_t, std::less<>> finished_;
   std::map<int, uint64_t> http_;
   histogram ttft_, itl_, e2e_, queue_;
+  std::map<std::string, histogram, std::less<>> class_ttft_, class_queue_;
 };
 
 }  // namespace tandem::http

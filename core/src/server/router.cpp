@@ -23,7 +23,7 @@ struct route_entry {
 const route_entry routes[] = {
     {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
     {"/health", "GET"}, {"/v1/health", "GET"}, {"/metrics", "GET"}, {"/tokenize", "POST"},
-    {"/detokenize", "POST"}, {"/version", "GET"},
+    {"/detokenize", "POST"}, {"/version", "GET"}, {"/reset_prefix_cache", "POST"},
 };
 
 reply json_reply(const boost::json::value& v) { return {200, boost::json::serialize(v)}; }
@@ -57,6 +57,7 @@ route_result router::handle(std::string_view method, std::string_view target, st
     if (path == "/v1/models") return {models(), nullptr};
     if (path == "/metrics") return {metrics(), nullptr};
     if (path == "/tokenize") return {tokenize(body), nullptr};
+    if (path == "/reset_prefix_cache") return {reset_prefix_cache(), nullptr};
     return {detokenize(body), nullptr};
   } catch (const api_error& e) {
     return {reply{e.status(), e.body()}, nullptr};
@@ -103,6 +104,12 @@ reply router::metrics() const {
   const std::string model = ready ? ctx_.source->model_name() : std::string();
   return {200, ctx_.metrics.render(model, ready ? ctx_.source->stats() : source_stats{}),
           "text/plain; version=0.0.4; charset=utf-8"};
+}
+
+reply router::reset_prefix_cache() const {
+  require_ready();
+  if (!ctx_.source->reset_prefix_cache()) throw api_error(501, "this engine has no prefix cache to reset");
+  return {200, R"({"status":"ok"})"};
 }
 
 reply router::tokenize(std::string_view body) const {

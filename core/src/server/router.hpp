@@ -39,6 +39,7 @@ class router {
   reply models() const;
   reply metrics() const;
   reply tokenize(std::string_view body) const;
+  reply reset_prefix_cache() const;
   reply detokenize(std::string_view body) const;
   std::shared_ptr<completion_job> generate(bool chat, std::string_view path, std::string_view body,
                                            const std::shared_ptr<response_sink>& sink,

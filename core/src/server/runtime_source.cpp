@@ -55,6 +55,11 @@ class runtime_source final : public completion_source {
 
   uint64_t submit(generation_request r) override { return rt_->eng().submit(std::move(r)); }
   void cancel(uint64_t id) override { rt_->eng().cancel(id); }
+  bool reset_prefix_cache() override {
+    if (state_ != source_state::ready) return false;
+    rt_->eng().reset_prefix_cache();
+    return true;
+  }
   source_stats stats() const override {
     std::lock_guard l(mu_);
     return stats_;
@@ -106,6 +111,13 @@ class runtime_source final : public completion_source {
     stats_.waiting = s.waiting;
     stats_.preemptions = s.preemptions;
     stats_.kv_usage = s.kv_pages_total > 0 ? static_cast<double>(s.kv_pages_used) / static_cast<double>(s.kv_pages_total) : 0;
+    stats_.kv_cached = s.kv_pages_total > 0 ? static_cast<double>(s.kv_pages_cached) / static_cast<double>(s.kv_pages_total) : 0;
+    stats_.prefix_queries = s.prefix_queries;
+    stats_.prefix_hits = s.prefix_hits;
+    stats_.hold_events = s.hold_events;
+    stats_.aging_escapes = s.aging_escapes;
+    stats_.capped_steps = s.capped_steps;
+    stats_.pages_evicted = s.pages_evicted;
   }
 
   void die(std::string why) {

@@ -1,0 +1,84 @@
+#pragma once
+// The engine's state, shared by engine.cpp (queues, public API), engine_apply.cpp (checking
+// and applying a scheduler decision, prefix pins, preemption) and engine_run.cpp (one forward
+// pass, sampling, events). Engine-thread only, except the inbox.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+#include "prefix_cache.hpp"
+#include "tandem/engine.hpp"
+#include "tandem/kv_pool.hpp"
+
+namespace tandem {
+
+struct sequence {
+  uint64_t id = 0;
+  generation_request req;
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  int64_t prompt_len = 0;
+  int64_t computed = 0;         // tokens whose KV is in the pool (pages in kv.pages)
+  int64_t generated = 0;
+  cache_seq kv;
+  int64_t cached = 0;           // waiting: prefix the cache would supply now
+  double arrival_s = 0;
+  double first_scheduled_s = -1;
+  request_class cls = request_class::unknown;
+  int64_t hit_tokens = -1;      // cached tokens at first admission
+  bool held = false;            // the scheduler is holding it back
+  bool done = false;            // finished this step; removed from running
+};
+
+struct engine::impl {
+  parts p;
+  kv_pool pool;
+  prefix_cache cache;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::atomic<uint64_t> next_id{1};
+
+  using seq_ptr = std::unique_ptr<sequence>;
+  mutable std::mutex inbox_mu;
+  std::condition_variable inbox_cv;
+  std::vector<seq_ptr> inbox;
+  std::vector<uint64_t> cancels;
+  std::atomic<size_t> pending{0};
+  std::atomic<bool> reset_requested{false};
+
+  std::deque<seq_ptr> waiting;   // arrival order (preempted requests go back to the front)
+  std::vector<seq_ptr> running;  // admission order
+  engine_stats st;
+  uint64_t step_no = 0;
+
+  explicit impl(parts parts_);
+
+  double now() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  static void emit(sequence& s, token_event ev);
+  static void emit(sequence& s, int32_t token, finish_reason why, std::string err = {});
+  void finish(sequence& s, finish_reason why, std::string err = {});
+  void drain_inbox();
+  sched_request view(const sequence& s) const;
+
+  // engine_apply.cpp
+  void refresh_waiting();
+  void apply_pins(const sched_decision& d);
+  bool unpin_all();
+  void note_policy(const sched_decision& d);
+  void preempt(std::vector<seq_ptr>::iterator it);
+  bool apply(const sched_decision& d, std::vector<sequence*>& scheduled, std::vector<int64_t>& counts);
+  sequence* admit(std::deque<seq_ptr>::iterator it, const sched_item& item);
+
+  // engine_run.cpp
+  void run(std::vector<sequence*>& scheduled, const std::vector<int64_t>& counts);
+  void retire(sequence& s);
+  bool is_stop(const sequence& s, int32_t tok) const;
+};
+
+}  // namespace tandem
