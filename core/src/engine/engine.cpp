@@ -190,7 +190,11 @@ bool engine::step() {
     // Nothing could run. Free what waiting requests pin and try again; failing that,
     // preempt the youngest running request (recompute later) so the others can grow; with
     // nothing running, nothing will ever free pages: fail the oldest waiting request.
-    if (m.unpin_all()) return true;
+    if (!m.stalled && m.unpin_all()) {
+      m.stalled = true;  // once: if that does not help either, fall through next time
+      return true;
+    }
+    m.stalled = false;
     if (!m.running.empty()) {
       m.preempt(m.running.end() - 1);
     } else if (!m.waiting.empty()) {
@@ -199,6 +203,7 @@ bool engine::step() {
     }
     return true;
   }
+  m.stalled = false;
   ++m.st.steps;
   try {
     m.run(scheduled, counts);

@@ -53,6 +53,7 @@ struct engine::impl {
   std::vector<seq_ptr> running;  // admission order
   engine_stats st;
   uint64_t step_no = 0;
+  bool stalled = false;          // the last step ran nothing and released pins
 
   explicit impl(parts parts_);
 
