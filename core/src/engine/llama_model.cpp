@@ -25,7 +25,11 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
   load_weights();
   kv_layout layout;
   layout.n_layers = hp_.n_layers;
-  layout.n_pages = kv_pages;
+  // A backend that records steps gets one extra page: the padding rows of a recorded
+  // decode step write their KV there, never into a sequence's pages.
+  records_ = be_.dev().kind != device_kind::cpu;
+  pad_page_ = static_cast<int32_t>(kv_pages);
+  layout.n_pages = kv_pages + (records_ ? 1 : 0);
   layout.page_size = page_size;
   layout.n_kv_heads = hp_.n_kv_heads;
   layout.head_dim = hp_.head_dim;
@@ -80,13 +84,39 @@ tensor_view llama_model::norm_view(const device_buffer& b) const {
   return tensor_view::contiguous(b.data(), dtype::f32, {hp_.hidden}, be_.dev());
 }
 
+namespace {
+
+// Batch sizes decode steps are padded to, each recorded once per workspace generation.
+constexpr int64_t recorded_sizes[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+
+int64_t recorded_size(int64_t n) {
+  for (int64_t b : recorded_sizes)
+    if (b >= n) return b;
+  return 0;
+}
+
+}  // namespace
+
+// A step is recordable when every sequence decodes one token and samples it, and the
+// batch fits a recorded size: then it is padded to that size, its page table gets a fixed
+// width (the context length in pages), and the backend may replay a recorded graph.
+int64_t llama_model::decode_batch(const step_plan& plan, bool all_logits) const {
+  if (!records_ || all_logits || plan.seqs.empty()) return 0;
+  for (const auto& s : plan.seqs)
+    if (s.tokens.size() != 1 || !s.sample) return 0;
+  return recorded_size(static_cast<int64_t>(plan.seqs.size()));
+}
+
 void llama_model::forward(const step_plan& plan, bool all_logits) {
   const int page = kv_->layout().page_size;
   const int64_t n_seqs = static_cast<int64_t>(plan.seqs.size());
   std::vector<int32_t> ids, pos, slots, qstart{0}, lens, rows;
   int64_t max_pages = 1;
   for (const auto& s : plan.seqs) max_pages = std::max<int64_t>(max_pages, s.pages.size());
-  std::vector<int32_t> table(n_seqs * max_pages, 0);
+  const int64_t padded = decode_batch(plan, all_logits);
+  if (padded > 0) max_pages = std::max<int64_t>(max_pages, (hp_.context + page - 1) / page);
+  const int64_t table_seqs = std::max(n_seqs, padded);
+  std::vector<int32_t> table(table_seqs * max_pages, 0);
 
   for (int64_t i = 0; i < n_seqs; ++i) {
     const step_seq& s = plan.seqs[i];
@@ -107,9 +137,21 @@ void llama_model::forward(const step_plan& plan, bool all_logits) {
     lens.push_back(static_cast<int32_t>(end));
     std::copy(s.pages.begin(), s.pages.end(), table.begin() + i * max_pages);
   }
-  const int64_t n = static_cast<int64_t>(ids.size());
   n_rows_ = static_cast<int64_t>(rows.size());
-  ws_.reserve(n, n_seqs, max_pages, std::max<int64_t>(n_rows_, 1));
+  n_tokens_ = static_cast<int>(ids.size());
+  for (int64_t i = n_seqs; i < padded; ++i) {  // padding rows: token 0 at position 0 of the pad page
+    rows.push_back(static_cast<int32_t>(ids.size()));
+    ids.push_back(0);
+    pos.push_back(0);
+    slots.push_back(pad_page_ * page);
+    qstart.push_back(static_cast<int32_t>(ids.size()));
+    lens.push_back(1);
+    table[i * max_pages] = pad_page_;
+  }
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const int64_t batch_seqs = static_cast<int64_t>(lens.size());
+  n_logits_ = static_cast<int64_t>(rows.size());
+  ws_.reserve(n, batch_seqs, max_pages, std::max<int64_t>(n_logits_, 1));
 
   auto upload = [&](tensor_view dst, const std::vector<int32_t>& src) {
     if (!src.empty()) be_.copy_to_device(dst.data, src.data(), src.size() * 4);
@@ -117,21 +159,25 @@ void llama_model::forward(const step_plan& plan, bool all_logits) {
   upload(ws_.ids(n), ids);
   upload(ws_.positions(n), pos);
   upload(ws_.slots(n), slots);
-  upload(ws_.query_start(n_seqs), qstart);
-  upload(ws_.seq_lens(n_seqs), lens);
-  upload(ws_.page_table(n_seqs, max_pages), table);
-  upload(ws_.rows(n_rows_), rows);
+  upload(ws_.query_start(batch_seqs), qstart);
+  upload(ws_.seq_lens(batch_seqs), lens);
+  upload(ws_.page_table(batch_seqs, max_pages), table);
+  upload(ws_.rows(n_logits_), rows);
 
-  batch_.n_seqs = static_cast<int>(n_seqs);
+  batch_.n_seqs = static_cast<int>(batch_seqs);
   batch_.n_tokens = static_cast<int>(n);
   batch_.max_pages_per_seq = static_cast<int>(max_pages);
-  batch_.query_start = ws_.query_start(n_seqs);
-  batch_.seq_lens = ws_.seq_lens(n_seqs);
-  batch_.page_table = ws_.page_table(n_seqs, max_pages);
+  batch_.query_start = ws_.query_start(batch_seqs);
+  batch_.seq_lens = ws_.seq_lens(batch_seqs);
+  batch_.page_table = ws_.page_table(batch_seqs, max_pages);
   batch_.slot_mapping = ws_.slots(n);
   batch_.positions = ws_.positions(n);
-  n_tokens_ = static_cast<int>(n);
-  run_layers(static_cast<int>(n));
+  if (padded == 0) return run_layers(static_cast<int>(n));
+  // The key names everything the recorded kernels captured: buffer addresses (workspace
+  // generation), batch size and page-table width.
+  const uint64_t key = ws_.generation() << 40 | static_cast<uint64_t>(max_pages) << 8 |
+                       static_cast<uint64_t>(padded);
+  be_.run_recorded(key, [this, n] { run_layers(static_cast<int>(n)); });
 }
 
 void llama_model::run_layers(int n) {
@@ -162,9 +208,9 @@ void llama_model::run_layers(int n) {
     be_.linear(*L.down, ws_.gate(n), proj);
   }
   be_.add_rms_norm(x, proj, norm_view(*output_norm_), hp_.rms_eps, h);
-  if (n_rows_ == 0) return;
-  be_.gather_rows(h, ws_.rows(n_rows_), ws_.rows_h(n_rows_));
-  be_.linear(output_ ? *output_ : *tok_embd_, ws_.rows_h(n_rows_), ws_.logits(n_rows_));
+  if (n_logits_ == 0) return;
+  be_.gather_rows(h, ws_.rows(n_logits_), ws_.rows_h(n_logits_));
+  be_.linear(output_ ? *output_ : *tok_embd_, ws_.rows_h(n_logits_), ws_.logits(n_logits_));
 }
 
 std::vector<int32_t> llama_model::sample(const std::vector<sampling_params>& params) {

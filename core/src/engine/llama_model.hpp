@@ -2,6 +2,10 @@
 // The llama architecture built from backend ops: weights loaded onto a backend, a KV
 // pool's storage, and a forward pass over one step plan (prefill chunks and decode tokens
 // of several sequences flattened into one batch).
+//
+// On a backend that records steps (CUDA graphs), pure decode steps are padded to a fixed
+// set of batch sizes with a fixed page-table width and run through run_recorded(), so the
+// same recorded step serves every decode step of that size.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -46,6 +50,7 @@ class llama_model {
   std::unique_ptr<device_buffer> norm(const std::string& name);
   void load_weights();
   void run_layers(int n_tokens);
+  int64_t decode_batch(const step_plan& plan, bool all_logits) const;  // padded size, 0 = eager
   tensor_view norm_view(const device_buffer& b) const;
 
   backend& be_;
@@ -57,8 +62,11 @@ class llama_model {
   std::unique_ptr<kv_storage> kv_;
   step_workspace ws_;
   attention_batch batch_;
-  int n_tokens_ = 0;
-  int64_t n_rows_ = 0;
+  int n_tokens_ = 0;       // real token rows of the last step
+  int64_t n_rows_ = 0;     // logits rows the caller sees (sampled or all)
+  int64_t n_logits_ = 0;   // logits rows computed (n_rows_ plus padding rows)
+  bool records_ = false;   // the backend may record steps: pad decode batches for it
+  int32_t pad_page_ = 0;   // the extra KV page padding rows write to
 };
 
 }  // namespace tandem

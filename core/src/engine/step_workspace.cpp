@@ -7,7 +7,9 @@ namespace tandem {
 void step_workspace::ensure(buf& b, int64_t bytes) {
   bytes = std::max<int64_t>(bytes, 64);
   if (b && static_cast<int64_t>(b->size()) >= bytes) return;
+  b.reset();  // free first: the old buffer is dead, and its memory may serve the new one
   b = be_->alloc(static_cast<size_t>(bytes));
+  ++generation_;
 }
 
 void step_workspace::reserve(int64_t n, int64_t s, int64_t max_pages, int64_t m) {

@@ -17,6 +17,10 @@ class step_workspace {
   // pages each, and n_rows logits rows.
   void reserve(int64_t n_tokens, int64_t n_seqs, int64_t max_pages, int64_t n_rows);
 
+  // Bumped whenever a buffer is reallocated: recorded steps of an older generation refer
+  // to freed addresses and must not be replayed.
+  uint64_t generation() const { return generation_; }
+
   tensor_view x(int64_t n) const { return act(x_, n, hp_.hidden); }          // residual stream
   tensor_view h(int64_t n) const { return act(h_, n, hp_.hidden); }          // normed input
   tensor_view q(int64_t n) const { return heads(q_, n, hp_.n_heads); }
@@ -49,6 +53,7 @@ class step_workspace {
   llama_hparams hp_;
   buf x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, rows_h_, logits_;
   buf ids_, pos_, slots_, qstart_, seq_lens_, pages_, rows_, sampled_;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace tandem

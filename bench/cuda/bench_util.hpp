@@ -1,0 +1,53 @@
+#pragma once
+// Timing helpers of the CUDA benches: CUDA events around a callable, median of repeats,
+// and the device-to-device copy bandwidth measured in the same run (the ceiling).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <stdexcept>
+#include <vector>
+
+namespace tandem::bench {
+
+inline void ck(cudaError_t e) {
+  if (e != cudaSuccess) throw std::runtime_error(cudaGetErrorString(e));
+}
+
+// Median milliseconds of `reps` runs of f on `s`, after `warm` untimed runs.
+inline double median_ms(cudaStream_t s, int warm, int reps, const std::function<void()>& f) {
+  for (int i = 0; i < warm; ++i) f();
+  cudaEvent_t a, b;
+  ck(cudaEventCreate(&a));
+  ck(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    ck(cudaEventRecord(a, s));
+    f();
+    ck(cudaEventRecord(b, s));
+    ck(cudaEventSynchronize(b));
+    float ms = 0;
+    ck(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// GB/s of a 2 GiB device-to-device copy, bytes read + written.
+inline double copy_gbs(cudaStream_t s) {
+  const size_t bytes = size_t{2} << 30;
+  void *x = nullptr, *y = nullptr;
+  ck(cudaMalloc(&x, bytes));
+  ck(cudaMalloc(&y, bytes));
+  ck(cudaMemset(x, 1, bytes));
+  const double ms = median_ms(s, 2, 10, [&] { ck(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s)); });
+  cudaFree(x);
+  cudaFree(y);
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;
+}
+
+}  // namespace tandem::bench

@@ -1,0 +1,110 @@
+// bench_cuda_kernels: the decode-critical kernels of backend.cuda against the copy
+// bandwidth measured in the same run.
+//  - Q4_1 GEMV (1 token) on 16384 x 16384 weights (168 MB, past the 60 MB L2; two matrices
+//    alternate), counting the bytes it must read (quants + scales + x + y);
+//  - decode attention, 32 sequences x 8192 tokens of context, 9 query / 3 KV heads of 64,
+//    f32 KV: the K and V bytes read per layer.
+//
+//   build/bench/cuda/bench_cuda_kernels
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "cuda_backend.hpp"
+#include "cuda_weights.hpp"
+#include "tandem_quant/ggml_blocks.hpp"
+
+using namespace tandem;
+
+namespace {
+
+tensor_info random_q4_1(std::vector<uint8_t>& bytes, int64_t out, int64_t in, std::mt19937& rng) {
+  bytes.resize(static_cast<size_t>(out * (in / 32) * 20));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (size_t i = 0; i < bytes.size(); i += 20) {
+    const uint16_t d = fp32_to_fp16(0.01f), m = fp32_to_fp16(-0.08f);
+    std::memcpy(&bytes[i], &d, 2);
+    std::memcpy(&bytes[i + 2], &m, 2);
+    for (int j = 4; j < 20; ++j) bytes[i + j] = static_cast<uint8_t>(byte(rng));
+  }
+  tensor_info t;
+  t.name = "bench.q4_1";
+  t.type = dtype::q4_1;
+  t.shape = {out, in};
+  t.data = bytes.data();
+  t.nbytes = bytes.size();
+  return t;
+}
+
+}  // namespace
+
+int main() {
+  cuda::cuda_backend be({0, 0, false, false});  // no f16 copies: only the GEMV is timed
+  std::mt19937 rng(7);
+  const double copy = bench::copy_gbs(be.stream());
+
+  const int64_t N = 16384;
+  std::vector<uint8_t> host;
+  auto w0 = be.load_linear(random_q4_1(host, N, N, rng));
+  auto w1 = be.load_linear(random_q4_1(host, N, N, rng));
+  auto x = be.alloc(N * 4), y = be.alloc(N * 4);
+  std::vector<float> xh(N, 0.5f);
+  be.copy_to_device(x->data(), xh.data(), N * 4);
+  auto xv = tensor_view::contiguous(x->data(), dtype::f32, {1, N}, be.dev());
+  auto yv = tensor_view::contiguous(y->data(), dtype::f32, {1, N}, be.dev());
+  int flip = 0;
+  const double gemv_ms = bench::median_ms(be.stream(), 3, 50, [&] { be.linear(flip++ % 2 ? *w1 : *w0, xv, yv); });
+  const double gemv_bytes = N * (N / 32) * 20.0 + 2 * N * 4.0;
+  const double gemv_gbs = gemv_bytes / (gemv_ms * 1e-3) / 1e9;
+
+  const int seqs = 32, ctx = 8192, page = 16, heads = 9, kvh = 3, hd = 64;
+  const int pages_per = ctx / page;
+  kv_layout lay{1, int64_t{seqs} * pages_per, page, kvh, hd, dtype::f32};
+  auto kv = be.alloc_kv(lay);
+  const cuda::dev_kv pool = dynamic_cast<cuda::cuda_kv&>(*kv).layer(0);
+  const size_t pool_bytes = static_cast<size_t>(lay.n_pages) * page * kvh * hd * 4;
+  bench::ck(cudaMemset(pool.k, 0x3c, pool_bytes));  // small finite floats, not zeros
+  bench::ck(cudaMemset(pool.v, 0x3c, pool_bytes));
+  std::vector<int32_t> qs(seqs + 1), lens(seqs, ctx), table(int64_t{seqs} * pages_per), slots(seqs);
+  for (int s = 0; s <= seqs; ++s) qs[s] = s;
+  for (int s = 0; s < seqs; ++s) {
+    for (int p = 0; p < pages_per; ++p) table[int64_t{s} * pages_per + p] = s * pages_per + p;
+    slots[s] = (s * pages_per + pages_per - 1) * page + page - 1;
+  }
+  auto up = [&](const std::vector<int32_t>& v) {
+    auto b = be.alloc(v.size() * 4);
+    be.copy_to_device(b->data(), v.data(), v.size() * 4);
+    return b;
+  };
+  auto dqs = up(qs), dl = up(lens), dt = up(table), ds = up(slots);
+  attention_batch b;
+  b.n_seqs = b.n_tokens = seqs;
+  b.max_pages_per_seq = pages_per;
+  b.query_start = tensor_view::contiguous(dqs->data(), dtype::i32, {seqs + 1}, be.dev());
+  b.seq_lens = tensor_view::contiguous(dl->data(), dtype::i32, {seqs}, be.dev());
+  b.page_table = tensor_view::contiguous(dt->data(), dtype::i32, {seqs, pages_per}, be.dev());
+  b.slot_mapping = tensor_view::contiguous(ds->data(), dtype::i32, {seqs}, be.dev());
+  b.positions = b.slot_mapping;
+  auto q = be.alloc(seqs * heads * hd * 4), k = be.alloc(seqs * kvh * hd * 4), v = be.alloc(seqs * kvh * hd * 4),
+       o = be.alloc(seqs * heads * hd * 4);
+  bench::ck(cudaMemset(q->data(), 0x3c, seqs * heads * hd * 4));
+  bench::ck(cudaMemset(k->data(), 0x3c, seqs * kvh * hd * 4));
+  bench::ck(cudaMemset(v->data(), 0x3c, seqs * kvh * hd * 4));
+  auto qv = tensor_view::contiguous(q->data(), dtype::f32, {seqs, heads, hd}, be.dev());
+  auto kv3 = tensor_view::contiguous(k->data(), dtype::f32, {seqs, kvh, hd}, be.dev());
+  auto vv = tensor_view::contiguous(v->data(), dtype::f32, {seqs, kvh, hd}, be.dev());
+  auto ov = tensor_view::contiguous(o->data(), dtype::f32, {seqs, heads, hd}, be.dev());
+  const double attn_ms = bench::median_ms(be.stream(), 3, 30, [&] { be.attention(qv, kv3, vv, *kv, 0, b, 0.125f, ov); });
+  const double attn_bytes = 2.0 * seqs * ctx * kvh * hd * 4;
+  const double attn_gbs = attn_bytes / (attn_ms * 1e-3) / 1e9;
+
+  std::printf("%-44s %12s %12s %10s\n", "kernel", "time (us)", "GB/s", "of copy");
+  std::printf("%-44s %12s %12.0f %10s\n", "device copy 2 GiB (read + write)", "-", copy, "100%");
+  std::printf("%-44s %12.1f %12.0f %9.1f%%\n", "Q4_1 GEMV 16384x16384, 1 token", gemv_ms * 1e3, gemv_gbs, 100 * gemv_gbs / copy);
+  std::printf("%-44s %12.1f %12.0f %9.1f%%\n", "decode attention 32 seqs x 8192, f32 KV", attn_ms * 1e3, attn_gbs, 100 * attn_gbs / copy);
+  std::printf("{\"bench\":\"cuda_kernels\",\"copy_gbs\":%.0f,\"gemv_q4_1_us\":%.2f,\"gemv_q4_1_gbs\":%.0f,"
+              "\"gemv_frac\":%.3f,\"attn_decode_us\":%.2f,\"attn_decode_gbs\":%.0f,\"attn_frac\":%.3f}\n",
+              copy, gemv_ms * 1e3, gemv_gbs, gemv_gbs / copy, attn_ms * 1e3, attn_gbs, attn_gbs / copy);
+  return 0;
+}

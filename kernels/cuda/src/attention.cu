@@ -1,0 +1,282 @@
+// Paged attention over the KV pool: the KV write, a flash-style kernel for any batch
+// (prefill chunks), and a split-over-the-sequence kernel for decode.
+//
+// Both attention kernels keep fp32 throughout (the pool is f32), so they match the
+// reference up to summation order and the online-softmax rescaling.
+#include <cfloat>
+#include <climits>
+
+#include "common.cuh"
+#include "tandem_cuda/kernels.hpp"
+
+namespace tandem::cuda {
+namespace {
+
+constexpr int decode_chunk = 256;  // keys per decode block
+
+__device__ __forceinline__ int64_t slot_of(const dev_batch& b, const dev_kv& kv, int s, int t) {
+  const int32_t page = b.page_table[int64_t{s} * b.max_pages + t / kv.page_size];
+  if (page < 0 || page >= kv.n_pages) return -1;
+  return int64_t{page} * kv.page_size + t % kv.page_size;
+}
+
+__global__ void kv_write_kernel(const float* k, const float* v, dev_batch b, dev_kv kv) {
+  const int r = blockIdx.x;
+  const int64_t ts = int64_t{kv.n_kv_heads} * kv.head_dim;
+  const int64_t slot = b.slot_mapping[r];
+  if (slot < 0 || slot >= kv.n_pages * kv.page_size) return;
+  for (int64_t j = threadIdx.x; j < ts; j += blockDim.x) {
+    kv.k[slot * ts + j] = k[r * ts + j];
+    kv.v[slot * ts + j] = v[r * ts + j];
+  }
+}
+
+// Block = 64 consecutive query rows of the flattened batch, one query head. Rows of one
+// sequence share each K/V tile in shared memory; a block whose rows span sequences takes
+// them one sequence at a time.
+template <int HD>
+__global__ void __launch_bounds__(64) prefill_kernel(const float* __restrict__ q, int n_heads,
+                                                     dev_kv kv, dev_batch b, float scale,
+                                                     float* __restrict__ out) {
+  constexpr int KT = HD == 64 ? 64 : 32;
+  __shared__ float4 ks[KT][HD / 4], vs[KT][HD / 4];
+  __shared__ int cur_seq, max_ctx;
+  const int h = blockIdx.y, kvh = h / (n_heads / kv.n_kv_heads);
+  const int r = blockIdx.x * 64 + threadIdx.x;
+  int s = INT_MAX, ctx = 0;
+  if (r < b.n_tokens) {
+    int lo = 0, hi = b.n_seqs - 1;  // the last s with query_start[s] <= r
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (b.query_start[mid] <= r) lo = mid; else hi = mid - 1;
+    }
+    s = lo;
+    const int n_new = b.query_start[s + 1] - b.query_start[s];
+    ctx = b.seq_lens[s] - n_new + (r - b.query_start[s]) + 1;
+  }
+  float qr[HD], acc[HD];
+  const float* qrow = q + (int64_t{r} * n_heads + h) * HD;
+#pragma unroll
+  for (int d = 0; d < HD; ++d) {
+    qr[d] = s != INT_MAX ? qrow[d] : 0.0f;
+    acc[d] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  bool done = s == INT_MAX;
+  const int64_t ts4 = int64_t{kv.n_kv_heads} * HD / 4;
+  for (;;) {
+    if (threadIdx.x == 0) cur_seq = INT_MAX, max_ctx = 0;
+    __syncthreads();
+    if (!done) atomicMin(&cur_seq, s);
+    __syncthreads();
+    const int cs = cur_seq;
+    if (cs == INT_MAX) break;
+    const bool mine = !done && s == cs;
+    if (mine) atomicMax(&max_ctx, ctx);
+    __syncthreads();
+    const int mc = max_ctx;
+    for (int t0 = 0; t0 < mc; t0 += KT) {
+      for (int i = threadIdx.x; i < KT * HD / 4; i += 64) {
+        const int key = i / (HD / 4), c = i % (HD / 4), t = t0 + key;
+        const int64_t slot = t < mc ? slot_of(b, kv, cs, t) : -1;
+        const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+        ks[key][c] = slot >= 0 ? reinterpret_cast<const float4*>(kv.k)[slot * ts4 + kvh * (HD / 4) + c] : zero;
+        vs[key][c] = slot >= 0 ? reinterpret_cast<const float4*>(kv.v)[slot * ts4 + kvh * (HD / 4) + c] : zero;
+      }
+      __syncthreads();
+      if (mine && t0 < ctx) {
+        float sc[KT];
+        float tmax = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < KT; ++j) {
+          float dot = 0.0f;
+#pragma unroll
+          for (int c = 0; c < HD / 4; ++c) {
+            const float4 k4 = ks[j][c];
+            dot = fmaf(qr[4 * c], k4.x, dot);
+            dot = fmaf(qr[4 * c + 1], k4.y, dot);
+            dot = fmaf(qr[4 * c + 2], k4.z, dot);
+            dot = fmaf(qr[4 * c + 3], k4.w, dot);
+          }
+          sc[j] = t0 + j < ctx ? dot * scale : -INFINITY;
+          tmax = fmaxf(tmax, sc[j]);
+        }
+        const float m_new = fmaxf(m, tmax);
+        const float corr = expf(m - m_new);
+        l *= corr;
+#pragma unroll
+        for (int d = 0; d < HD; ++d) acc[d] *= corr;
+#pragma unroll
+        for (int j = 0; j < KT; ++j) {
+          const float p = expf(sc[j] - m_new);
+          l += p;
+#pragma unroll
+          for (int c = 0; c < HD / 4; ++c) {
+            const float4 v4 = vs[j][c];
+            acc[4 * c] = fmaf(p, v4.x, acc[4 * c]);
+            acc[4 * c + 1] = fmaf(p, v4.y, acc[4 * c + 1]);
+            acc[4 * c + 2] = fmaf(p, v4.z, acc[4 * c + 2]);
+            acc[4 * c + 3] = fmaf(p, v4.w, acc[4 * c + 3]);
+          }
+        }
+        m = m_new;
+      }
+      __syncthreads();
+    }
+    if (mine) {
+      float* o = out + (int64_t{r} * n_heads + h) * HD;
+      const float inv = 1.0f / l;
+#pragma unroll
+      for (int d = 0; d < HD; ++d) o[d] = acc[d] * inv;
+      done = true;
+    }
+  }
+}
+
+// Block = (chunk of decode_chunk keys, KV head, sequence), all G query heads of the group.
+// Writes unnormalised partial outputs with their max and sum: [seq, head, split, HD + 2].
+template <int HD>
+__global__ void __launch_bounds__(128) decode_kernel(const float* __restrict__ q, int n_heads,
+                                                     dev_kv kv, dev_batch b, float scale,
+                                                     float* __restrict__ part, int n_splits) {
+  constexpr int DPL = HD / 32;  // dims per lane in the V pass
+  __shared__ float qs[8][HD];
+  __shared__ float sc[8][decode_chunk];
+  __shared__ float red[4][8][HD];
+  __shared__ float mx[8], sm[8];
+  const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
+  const int G = n_heads / kv.n_kv_heads;
+  const int k0 = split * decode_chunk;
+  const int n = min(decode_chunk, b.seq_lens[s] - k0);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  auto part_of = [&](int g) { return part + ((int64_t{s} * n_heads + kvh * G + g) * n_splits + split) * (HD + 2); };
+  if (n <= 0) {
+    if (tid < G) part_of(tid)[HD] = -INFINITY, part_of(tid)[HD + 1] = 0.0f;
+    return;
+  }
+  for (int i = tid; i < G * HD; i += 128) qs[i / HD][i % HD] = q[(int64_t{s} * n_heads + kvh * G) * HD + i];
+  __syncthreads();
+  const int64_t ts = int64_t{kv.n_kv_heads} * HD;
+  for (int j = tid; j < n; j += 128) {
+    const int64_t slot = slot_of(b, kv, s, k0 + j);
+    float dot[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (slot >= 0) {
+      const float4* kr = reinterpret_cast<const float4*>(kv.k + slot * ts + kvh * HD);
+#pragma unroll 4
+      for (int c = 0; c < HD / 4; ++c) {
+        const float4 k4 = kr[c];
+#pragma unroll
+        for (int g = 0; g < 8; ++g) {
+          if (g < G) {
+            dot[g] = fmaf(qs[g][4 * c], k4.x, dot[g]);
+            dot[g] = fmaf(qs[g][4 * c + 1], k4.y, dot[g]);
+            dot[g] = fmaf(qs[g][4 * c + 2], k4.z, dot[g]);
+            dot[g] = fmaf(qs[g][4 * c + 3], k4.w, dot[g]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < 8; ++g) if (g < G) sc[g][j] = dot[g] * scale;
+  }
+  __syncthreads();
+  for (int g = warp; g < G; g += 4) {
+    float mv = -INFINITY;
+    for (int j = lane; j < n; j += 32) mv = fmaxf(mv, sc[g][j]);
+    mv = detail::warp_max(mv);
+    float sum = 0.0f;
+    for (int j = lane; j < n; j += 32) sum += sc[g][j] = expf(sc[g][j] - mv);
+    sum = detail::warp_sum(sum);
+    if (lane == 0) mx[g] = mv, sm[g] = sum;
+  }
+  __syncthreads();
+  float acc[8][DPL] = {};
+  for (int j = warp; j < n; j += 4) {
+    const int64_t slot = slot_of(b, kv, s, k0 + j);
+    if (slot < 0) continue;
+    const float* vr = kv.v + slot * ts + kvh * HD;
+    float v[DPL];
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) v[i] = vr[lane + 32 * i];
+#pragma unroll
+    for (int g = 0; g < 8; ++g) {
+      if (g < G) {
+        const float p = sc[g][j];
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) acc[g][i] = fmaf(p, v[i], acc[g][i]);
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < 8; ++g)
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) if (g < G) red[warp][g][lane + 32 * i] = acc[g][i];
+  __syncthreads();
+  for (int i = tid; i < G * HD; i += 128) {
+    const int g = i / HD, d = i % HD;
+    part_of(g)[d] = red[0][g][d] + red[1][g][d] + red[2][g][d] + red[3][g][d];
+  }
+  if (tid < G) part_of(tid)[HD] = mx[tid], part_of(tid)[HD + 1] = sm[tid];
+}
+
+// Merges the splits of one (sequence, head): out = sum_i e^(m_i - M) acc_i / sum_i e^(m_i - M) l_i.
+template <int HD>
+__global__ void combine_kernel(const float* part, int n_heads, int n_splits, float* out) {
+  const int h = blockIdx.x, s = blockIdx.y, d = threadIdx.x;
+  const float* p = part + (int64_t{s} * n_heads + h) * n_splits * (HD + 2);
+  float M = -INFINITY;
+  for (int i = 0; i < n_splits; ++i) M = fmaxf(M, p[i * (HD + 2) + HD]);
+  float num = 0.0f, den = 0.0f;
+  for (int i = 0; i < n_splits; ++i) {
+    const float mi = p[i * (HD + 2) + HD];
+    if (mi == -INFINITY) continue;
+    const float w = expf(mi - M);
+    num = fmaf(w, p[i * (HD + 2) + d], num);
+    den = fmaf(w, p[i * (HD + 2) + HD + 1], den);
+  }
+  out[(int64_t{s} * n_heads + h) * HD + d] = num / den;
+}
+
+int decode_splits(int max_pages, int page_size) {
+  const int64_t keys = int64_t{max_pages} * page_size;
+  return static_cast<int>((keys + decode_chunk - 1) / decode_chunk);
+}
+
+}  // namespace
+
+bool attention_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
+
+void kv_write(const float* k, const float* v, const dev_batch& b, const dev_kv& kv,
+              cudaStream_t stream) {
+  if (b.n_tokens > 0) kv_write_kernel<<<b.n_tokens, 128, 0, stream>>>(k, v, b, kv);
+}
+
+void attention_prefill(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b,
+                       float scale, float* out, cudaStream_t stream) {
+  if (b.n_tokens == 0) return;
+  const dim3 grid(detail::blocks_for(b.n_tokens, 64), static_cast<unsigned>(n_heads));
+  if (kv.head_dim == 64) prefill_kernel<64><<<grid, 64, 0, stream>>>(q, n_heads, kv, b, scale, out);
+  else prefill_kernel<128><<<grid, 64, 0, stream>>>(q, n_heads, kv, b, scale, out);
+}
+
+int64_t decode_scratch_floats(int n_seqs, int n_heads, int head_dim, int max_pages, int page_size) {
+  return int64_t{n_seqs} * n_heads * decode_splits(max_pages, page_size) * (head_dim + 2);
+}
+
+void attention_decode(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b,
+                      float scale, float* out, float* scratch, cudaStream_t stream) {
+  if (b.n_seqs == 0) return;
+  const int splits = decode_splits(b.max_pages, kv.page_size);
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(kv.n_kv_heads),
+                  static_cast<unsigned>(b.n_seqs));
+  const dim3 cgrid(static_cast<unsigned>(n_heads), static_cast<unsigned>(b.n_seqs));
+  if (kv.head_dim == 64) {
+    decode_kernel<64><<<grid, 128, 0, stream>>>(q, n_heads, kv, b, scale, scratch, splits);
+    combine_kernel<64><<<cgrid, 64, 0, stream>>>(scratch, n_heads, splits, out);
+  } else {
+    decode_kernel<128><<<grid, 128, 0, stream>>>(q, n_heads, kv, b, scale, scratch, splits);
+    combine_kernel<128><<<cgrid, 128, 0, stream>>>(scratch, n_heads, splits, out);
+  }
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,34 @@
+#pragma once
+// Helpers shared by the .cu files: launch geometry and warp/block reductions.
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace tandem::cuda::detail {
+
+inline unsigned blocks_for(int64_t items, int threads) {
+  return static_cast<unsigned>((items + threads - 1) / threads);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over a block of up to 1024 threads; every thread gets the total. `red` holds 32 floats.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  const int n_warps = (blockDim.x + 31) >> 5;
+  v = lane < n_warps ? red[lane] : 0.0f;
+  return warp_sum(v);
+}
+
+}  // namespace tandem::cuda::detail

@@ -1,0 +1,93 @@
+#pragma once
+// CUDA launchers of the llama ops: the kernels/ref operations on device buffers, enqueued
+// on `stream`. Shapes and semantics are those of tandem_ref/ops.hpp and attention.hpp;
+// every pointer is device memory. Launchers check nothing that needs a device read (index
+// tensors are device data): out-of-range ids, slots or pages are skipped or give NaN, and
+// the caller validates what it can on the host. Launch errors are left for the caller's
+// cudaGetLastError (the backend turns them into tandem::device_error naming the op).
+//
+//   tandem::cuda::rms_norm(x, w, 1e-5f, n, 576, out, stream);
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tandem::cuda {
+
+// A linear weight {out, in} on the device, repacked from GGML blocks so that one thread
+// reads a block's quants with one 16- or 32-byte load: quants of all blocks first, then the
+// per-block scales. f32 weights are plain rows.
+enum class wformat : int { q4_1, q8_0, f32 };
+struct dev_matrix {
+  wformat format = wformat::f32;
+  const void* qs = nullptr;      // q4_1: u8 [out, in/32, 16]; q8_0: i8 [out, in/32, 32]; f32: [out, in]
+  const void* scales = nullptr;  // q4_1: half2 (d, m) [out, in/32]; q8_0: half d [out, in/32]
+  int64_t out = 0, in = 0;
+};
+
+// y[n, out] = x[n, in] W^T, reading the quantized blocks (n <= gemv_max_tokens).
+inline constexpr int64_t gemv_max_tokens = 8;
+void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, cudaStream_t stream);
+// W as f16 [out, in], for the tensor-core GEMM of prefill (dequantized as the reference does).
+void dequantize_f16(const dev_matrix& w, __half* out, cudaStream_t stream);
+// out[i, :] = row ids[i] of the table; an id outside [0, out) gives a NaN row.
+void embed(const dev_matrix& table, const int32_t* ids, int64_t n, float* out, cudaStream_t stream);
+void f32_to_f16(const float* x, int64_t count, __half* out, cudaStream_t stream);
+
+void rms_norm(const float* x, const float* w, float eps, int64_t n, int64_t d, float* out,
+              cudaStream_t stream);
+void add_rms_norm(float* residual, const float* x, const float* w, float eps, int64_t n, int64_t d,
+                  float* out, cudaStream_t stream);
+// x: [n, heads, head_dim] rotated in place; angles in double as ref::rope_angle.
+void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, const int32_t* positions,
+          float theta, int rotary_dims, bool neox, cudaStream_t stream);
+void silu_mul(const float* gate, const float* up, int64_t count, float* out, cudaStream_t stream);
+void add(const float* a, const float* b, int64_t count, float* out, cudaStream_t stream);
+void gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t m, float* out,
+                 cudaStream_t stream);
+
+// Paged attention (tandem_ref/attention.hpp): one layer of the pool, f32.
+struct dev_kv {
+  float* k = nullptr;
+  float* v = nullptr;
+  int64_t n_pages = 0;
+  int page_size = 0, n_kv_heads = 0, head_dim = 0;
+};
+struct dev_batch {
+  int n_seqs = 0, n_tokens = 0, max_pages = 0;
+  const int32_t* query_start = nullptr;
+  const int32_t* seq_lens = nullptr;
+  const int32_t* page_table = nullptr;  // [n_seqs, max_pages]
+  const int32_t* slot_mapping = nullptr;
+};
+bool attention_head_dim_supported(int head_dim);  // 64 and 128
+void kv_write(const float* k, const float* v, const dev_batch& b, const dev_kv& kv,
+              cudaStream_t stream);
+// Any batch: flash-style tiles of query rows, online softmax over key tiles.
+void attention_prefill(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b,
+                       float scale, float* out, cudaStream_t stream);
+// Decode (one new token per sequence, row s = sequence s): keys split in chunks over the
+// grid, then merged. Scratch of decode_scratch_floats(); the split count follows
+// max_pages, so a captured step keeps its grid.
+int64_t decode_scratch_floats(int n_seqs, int n_heads, int head_dim, int max_pages, int page_size);
+void attention_decode(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b,
+                      float scale, float* out, float* scratch, cudaStream_t stream);
+
+// Sampling. Greedy: argmax, ties to the lowest id, NaN skipped; -1 for a row with no
+// finite logit.
+void argmax_rows(const float* logits, int64_t m, int vocab, int32_t* ids, cudaStream_t stream);
+// What one row of the sampler needs (sampling_params flattened).
+struct dev_sampling {
+  float temperature, top_p, min_p;
+  int32_t top_k;
+  uint64_t seed, step;
+  int32_t greedy;
+};
+size_t sampler_workspace_bytes(int64_t m, int vocab);
+// Overwrites ids of the non-greedy rows with tandem_ref/sampling.hpp's draw. `params` is
+// device memory [m]; `ws` has sampler_workspace_bytes(m, vocab) bytes.
+void sample_rows(const float* logits, int64_t m, int vocab, const dev_sampling* params, void* ws,
+                 int32_t* ids, cudaStream_t stream);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,147 @@
+// backend.cuda: device set-up, memory, weights and recorded steps (ops are in cuda_ops.cpp).
+#include "cuda_backend.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "check.hpp"
+#include "cuda_weights.hpp"
+#include "tandem/error.hpp"
+#include "tandem/weight_format.hpp"
+#include "tandem_quant/ggml_blocks.hpp"
+
+namespace tandem::cuda {
+
+namespace {
+constexpr size_t cublas_workspace_bytes = size_t{32} << 20;
+constexpr size_t max_graphs = 128;
+}  // namespace
+
+cuda_backend::cuda_backend(const cuda_options& opt) : opt_(opt) {
+  check(cudaSetDevice(opt_.device), "init");
+  check(cudaGetDeviceProperties(&prop_, opt_.device), "init");
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "init");
+  check(cublasCreate(&cublas_), "init");
+  check(cublasSetStream(cublas_, stream_), "init");
+  // An explicit workspace keeps cuBLAS from allocating inside a graph capture.
+  cublas_ws_ = std::make_unique<cuda_buffer>(cublas_workspace_bytes);
+  check(cublasSetWorkspace(cublas_, cublas_ws_->data(), cublas_workspace_bytes), "init");
+  check(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "init");
+}
+
+cuda_backend::~cuda_backend() {
+  drop_graphs();
+  if (cublas_) cublasDestroy(cublas_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::string cuda_backend::describe() const {
+  size_t free_b = 0, total_b = 0;
+  device_memory(&free_b, &total_b);
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "CUDA %s (sm_%d%d, %d SMs, %.1f of %.1f GiB free): f32 activations and KV, "
+                "Q4_1/Q8_0 GEMV, f16 tensor-core GEMM for prefill, CUDA graphs %s",
+                prop_.name, prop_.major, prop_.minor, prop_.multiProcessorCount,
+                static_cast<double>(free_b) / (1 << 30), static_cast<double>(total_b) / (1 << 30),
+                opt_.graphs ? "on" : "off");
+  return line;
+}
+
+size_t cuda_backend::memory_budget() const {
+  if (opt_.memory_mb > 0) return static_cast<size_t>(opt_.memory_mb) << 20;
+  size_t free_b = 0, total_b = 0;
+  device_memory(&free_b, &total_b);
+  // Weights are not loaded yet when the runtime asks: keep 2 GiB for them and workspaces.
+  const size_t reserve = size_t{2} << 30;
+  return free_b > reserve ? (free_b - reserve) / 10 * 9 : 0;
+}
+
+std::unique_ptr<device_buffer> cuda_backend::alloc(size_t bytes) {
+  if (capturing_) throw error("backend.cuda: alloc while recording a step");
+  return std::make_unique<cuda_buffer>(bytes);
+}
+
+void cuda_backend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  if (bytes) check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "copy_to_device");
+}
+
+void cuda_backend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  if (bytes) check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy_to_host");
+}
+
+void cuda_backend::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
+
+std::unique_ptr<linear_weight> cuda_backend::load_linear(const tensor_info& w) {
+  return std::make_unique<cuda_linear>(w, opt_.gemm, stream_);
+}
+
+std::unique_ptr<device_buffer> cuda_backend::load_tensor(const tensor_info& t, dtype as) {
+  if (as != dtype::f32) throw error("backend.cuda: load_tensor converts to f32 only, asked for " + std::string(name(as)));
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  std::vector<float> host(static_cast<size_t>(n));
+  if (t.type == dtype::f32) {
+    if (t.nbytes < host.size() * 4) throw error("backend.cuda: tensor " + t.name + " is truncated");
+    std::copy_n(static_cast<const float*>(t.data), host.size(), host.data());
+  } else {
+    dequantize_row(t.type, t.data, host.data(), n);
+  }
+  auto b = std::make_unique<cuda_buffer>(host.size() * 4);
+  check(cudaMemcpyAsync(b->data(), host.data(), host.size() * 4, cudaMemcpyHostToDevice, stream_), "load_tensor");
+  synchronize();
+  return b;
+}
+
+std::unique_ptr<kv_storage> cuda_backend::alloc_kv(const kv_layout& layout) {
+  return std::make_unique<cuda_kv>(layout);
+}
+
+void* cuda_backend::grow(scratch& s, size_t bytes, const char* op) {
+  if (capturing_) {
+    // The eager run before a capture sized every scratch; growing now would be a bug.
+    if (s.grow(bytes)) throw error(std::string("backend.cuda: ") + op + " needs more scratch while recording");
+  } else if (s.grow(bytes)) {
+    drop_graphs();
+  }
+  return s.data();
+}
+
+void cuda_backend::drop_graphs() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+}
+
+void cuda_backend::run_recorded(uint64_t key, const std::function<void()>& body) {
+  if (!opt_.graphs || capturing_) return body();
+  if (auto it = graphs_.find(key); it != graphs_.end()) {
+    check(cudaGraphLaunch(it->second, stream_), "graph replay");
+    return;
+  }
+  // First sight of this key: run it for real (its results are this step's, and it sizes
+  // every scratch buffer), then record the same ops for later steps.
+  body();
+  if (graphs_.size() >= max_graphs) drop_graphs();
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "graph capture");
+  capturing_ = true;
+  cudaGraph_t graph = nullptr;
+  try {
+    body();
+  } catch (...) {
+    capturing_ = false;
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // the capture's error is what was thrown
+    throw;
+  }
+  capturing_ = false;
+  check(cudaStreamEndCapture(stream_, &graph), "graph capture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check(e, "graph instantiate");
+  graphs_.emplace(key, exec);
+}
+
+}  // namespace tandem::cuda

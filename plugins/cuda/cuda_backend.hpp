@@ -1,0 +1,90 @@
+#pragma once
+// backend.cuda: the llama ops on one NVIDIA GPU.
+//
+// Activations are f32 in device memory and the KV pool is f32, so results match
+// backend.cpu's reference up to summation order. Linears read the GGML blocks directly
+// when a step has at most 8 token rows (decode) and run an f16 tensor-core GEMM (cuBLAS,
+// fp32 accumulation, weights dequantized to f16 once at load) for larger steps (prefill).
+// Every op is enqueued on one stream; run_recorded() captures a step into a CUDA graph the
+// first time a key is seen and replays it afterwards. CUDA failures throw device_error
+// naming the op.
+//
+//   tandem::cuda::cuda_backend be({.device = 0});
+//   auto w = be.load_linear(*wf->find("blk.0.ffn_up.weight"));
+//   be.linear(*w, x, y);   // x, y: device views
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "device_memory.hpp"
+#include "tandem/backend.hpp"
+
+namespace tandem::cuda {
+
+struct cuda_options {
+  int device = 0;
+  int64_t memory_mb = 0;  // KV and workspace budget; 0 = 90% of free memory less 2 GiB
+  bool graphs = true;     // record run_recorded() bodies as CUDA graphs
+  bool gemm = true;       // tensor-core GEMM for steps of more than 8 rows (else GEMV only)
+};
+
+class cuda_backend final : public backend {
+ public:
+  explicit cuda_backend(const cuda_options& opt = {});
+  ~cuda_backend() override;
+  cuda_backend(const cuda_backend&) = delete;
+  cuda_backend& operator=(const cuda_backend&) = delete;
+
+  device dev() const override { return {device_kind::cuda, opt_.device}; }
+  std::string describe() const override;
+  dtype activation_type() const override { return dtype::f32; }
+  size_t memory_budget() const override;
+
+  std::unique_ptr<device_buffer> alloc(size_t bytes) override;
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void synchronize() override;
+
+  std::unique_ptr<linear_weight> load_linear(const tensor_info& w) override;
+  std::unique_ptr<device_buffer> load_tensor(const tensor_info& t, dtype as) override;
+  std::unique_ptr<kv_storage> alloc_kv(const kv_layout& layout) override;
+
+  void embed(const linear_weight& table, tensor_view ids, tensor_view out) override;
+  void rms_norm(tensor_view x, tensor_view weight, float eps, tensor_view out) override;
+  void add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
+                    tensor_view out) override;
+  void linear(const linear_weight& w, tensor_view x, tensor_view y) override;
+  void rope(tensor_view x, tensor_view positions, const rope_params& p) override;
+  void attention(tensor_view q, tensor_view k, tensor_view v, kv_storage& kv, int layer,
+                 const attention_batch& batch, float scale, tensor_view out) override;
+  void silu_mul(tensor_view gate, tensor_view up, tensor_view out) override;
+  void add(tensor_view a, tensor_view b, tensor_view out) override;
+  void gather_rows(tensor_view x, tensor_view rows, tensor_view out) override;
+  void sample(tensor_view logits, std::span<const sampling_params> params,
+              tensor_view ids) override;
+
+  void run_recorded(uint64_t key, const std::function<void()>& body) override;
+
+  cudaStream_t stream() const { return stream_; }
+  size_t recorded_graphs() const { return graphs_.size(); }
+
+ private:
+  void* grow(scratch& s, size_t bytes, const char* op);  // drops graphs when it reallocates
+  void drop_graphs();
+
+  cuda_options opt_;
+  cudaDeviceProp prop_{};
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::unique_ptr<cuda_buffer> cublas_ws_;
+  scratch x16_, attn_part_, sampler_ws_, sampler_params_;
+  std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
+  bool capturing_ = false;
+};
+
+}  // namespace tandem::cuda

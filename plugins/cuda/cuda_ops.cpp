@@ -1,0 +1,202 @@
+// backend.cuda ops: view checks on the host, then one launcher each (tandem_cuda/kernels.hpp).
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "cuda_backend.hpp"
+#include "cuda_weights.hpp"
+#include "tandem/error.hpp"
+#include "tandem_cuda/kernels.hpp"
+
+namespace tandem::cuda {
+namespace {
+
+[[noreturn]] void bad(const char* op, const std::string& what) {
+  throw error(std::string("backend.cuda: ") + op + ": " + what);
+}
+
+void check_view(const tensor_view& v, dtype t, const char* op, const char* what) {
+  if (v.dev.kind != device_kind::cuda) bad(op, std::string(what) + " is not in device memory");
+  if (v.type != t) bad(op, std::string(what) + " is " + std::string(name(v.type)) + ", expected " + std::string(name(t)));
+  if (!v.is_contiguous()) bad(op, std::string(what) + " is not contiguous");
+}
+
+float* f32(const tensor_view& v, const char* op, const char* what) {
+  check_view(v, dtype::f32, op, what);
+  return v.ptr<float>();
+}
+
+const int32_t* i32(const tensor_view& v, const char* op, const char* what) {
+  check_view(v, dtype::i32, op, what);
+  return v.ptr<int32_t>();
+}
+
+const cuda_linear& as_cuda(const linear_weight& w, const char* op) {
+  const auto* c = dynamic_cast<const cuda_linear*>(&w);
+  if (!c) bad(op, "weight was not loaded by backend.cuda");
+  return *c;
+}
+
+void same_shape(const tensor_view& a, const tensor_view& b, const char* op) {
+  if (a.numel() != b.numel() || a.cols() != b.cols()) bad(op, "operand shapes differ");
+}
+
+}  // namespace
+
+void cuda_backend::embed(const linear_weight& table, tensor_view ids, tensor_view out) {
+  const cuda_linear& t = as_cuda(table, "embed");
+  const int64_t n = ids.numel();
+  if (out.rows() != n || out.cols() != t.in_features()) bad("embed", "out must be [n, embedding width]");
+  cuda::embed(t.matrix(), i32(ids, "embed", "ids"), n, f32(out, "embed", "out"), stream_);
+  check_launch("embed");
+}
+
+void cuda_backend::rms_norm(tensor_view x, tensor_view weight, float eps, tensor_view out) {
+  same_shape(x, out, "rms_norm");
+  if (weight.numel() != x.cols()) bad("rms_norm", "weight must have one value per column");
+  cuda::rms_norm(f32(x, "rms_norm", "x"), f32(weight, "rms_norm", "weight"), eps, x.rows(), x.cols(),
+                 f32(out, "rms_norm", "out"), stream_);
+  check_launch("rms_norm");
+}
+
+void cuda_backend::add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
+                                tensor_view out) {
+  same_shape(residual, x, "add_rms_norm");
+  same_shape(residual, out, "add_rms_norm");
+  if (weight.numel() != x.cols()) bad("add_rms_norm", "weight must have one value per column");
+  cuda::add_rms_norm(f32(residual, "add_rms_norm", "residual"), f32(x, "add_rms_norm", "x"),
+                     f32(weight, "add_rms_norm", "weight"), eps, x.rows(), x.cols(),
+                     f32(out, "add_rms_norm", "out"), stream_);
+  check_launch("add_rms_norm");
+}
+
+void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) {
+  const cuda_linear& lw = as_cuda(w, "linear");
+  const dev_matrix& m = lw.matrix();
+  // Views may be [n, in] or [n, heads, head_dim]: only the element counts must agree.
+  const int64_t n = m.in > 0 ? x.numel() / m.in : 0;
+  if (x.numel() != n * m.in || y.numel() != n * m.out)
+    bad("linear", "x [" + std::to_string(n) + ", " + std::to_string(x.cols()) + "] and y do not fit W [" +
+                      std::to_string(m.out) + ", " + std::to_string(m.in) + "]");
+  const float* xp = f32(x, "linear", "x");
+  float* yp = f32(y, "linear", "y");
+  if (n <= gemv_max_tokens || lw.f16() == nullptr) {
+    for (int64_t r = 0; r < n; r += gemv_max_tokens) {
+      const int64_t rows = std::min(gemv_max_tokens, n - r);
+      gemv(m, xp + r * m.in, rows, yp + r * m.out, stream_);
+    }
+    check_launch("linear (gemv)");
+    return;
+  }
+  auto* x16 = static_cast<__half*>(grow(x16_, static_cast<size_t>(n * m.in) * 2, "linear"));
+  f32_to_f16(xp, n * m.in, x16, stream_);
+  check_launch("linear (convert)");
+  // Row-major y [n, out] = x [n, in] W^T is column-major y^T = W x^T with W^T stored as [in, out].
+  const float alpha = 1.0f, beta = 0.0f;
+  check(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m.out), static_cast<int>(n),
+                     static_cast<int>(m.in), &alpha, lw.f16(), CUDA_R_16F, static_cast<int>(m.in), x16,
+                     CUDA_R_16F, static_cast<int>(m.in), &beta, yp, CUDA_R_32F, static_cast<int>(m.out),
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "linear (gemm)");
+}
+
+void cuda_backend::rope(tensor_view x, tensor_view positions, const rope_params& p) {
+  if (x.ndim != 3) bad("rope", "x must be [n, heads, head_dim]");
+  if (positions.numel() != x.shape[0]) bad("rope", "one position per token row");
+  const int rot = p.rotary_dims == 0 ? static_cast<int>(x.shape[2]) : p.rotary_dims;
+  if (rot <= 0 || rot > x.shape[2] || rot % 2 != 0) bad("rope", "rotary_dims must be even and within head_dim");
+  cuda::rope(f32(x, "rope", "x"), x.shape[0], x.shape[1], x.shape[2], i32(positions, "rope", "positions"),
+             p.theta, rot, p.neox, stream_);
+  check_launch("rope");
+}
+
+void cuda_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_storage& kv, int layer,
+                             const attention_batch& batch, float scale, tensor_view out) {
+  auto* ckv = dynamic_cast<cuda_kv*>(&kv);
+  if (!ckv) bad("attention", "KV storage was not allocated by backend.cuda");
+  const dev_kv pool = ckv->layer(layer);
+  if (q.ndim != 3 || k.ndim != 3 || v.ndim != 3) bad("attention", "q, k, v must be [n, heads, head_dim]");
+  const int n_heads = static_cast<int>(q.shape[1]);
+  if (q.shape[2] != pool.head_dim || k.shape[1] != pool.n_kv_heads || k.shape[2] != pool.head_dim ||
+      n_heads % pool.n_kv_heads != 0)
+    bad("attention", "head shapes do not match the KV pool (GQA needs n_heads a multiple of n_kv_heads)");
+  if (q.shape[0] != batch.n_tokens || k.shape[0] != batch.n_tokens || v.numel() != k.numel())
+    bad("attention", "q, k, v must have batch.n_tokens rows");
+  same_shape(q, out, "attention");
+  dev_batch b;
+  b.n_seqs = batch.n_seqs;
+  b.n_tokens = batch.n_tokens;
+  b.max_pages = batch.max_pages_per_seq;
+  b.query_start = i32(batch.query_start, "attention", "query_start");
+  b.seq_lens = i32(batch.seq_lens, "attention", "seq_lens");
+  b.page_table = i32(batch.page_table, "attention", "page_table");
+  b.slot_mapping = i32(batch.slot_mapping, "attention", "slot_mapping");
+  kv_write(f32(k, "attention", "k"), f32(v, "attention", "v"), b, pool, stream_);
+  check_launch("attention (kv write)");
+  const bool decode = batch.n_tokens == batch.n_seqs && n_heads / pool.n_kv_heads <= 8;
+  if (decode) {
+    const int64_t floats = decode_scratch_floats(b.n_seqs, n_heads, pool.head_dim, b.max_pages, pool.page_size);
+    auto* part = static_cast<float*>(grow(attn_part_, static_cast<size_t>(floats) * 4, "attention"));
+    attention_decode(f32(q, "attention", "q"), n_heads, pool, b, scale, f32(out, "attention", "out"), part, stream_);
+  } else {
+    attention_prefill(f32(q, "attention", "q"), n_heads, pool, b, scale, f32(out, "attention", "out"), stream_);
+  }
+  check_launch(decode ? "attention (decode)" : "attention (prefill)");
+}
+
+void cuda_backend::silu_mul(tensor_view gate, tensor_view up, tensor_view out) {
+  same_shape(gate, up, "silu_mul");
+  same_shape(gate, out, "silu_mul");
+  cuda::silu_mul(f32(gate, "silu_mul", "gate"), f32(up, "silu_mul", "up"), gate.numel(),
+                 f32(out, "silu_mul", "out"), stream_);
+  check_launch("silu_mul");
+}
+
+void cuda_backend::add(tensor_view a, tensor_view b, tensor_view out) {
+  same_shape(a, b, "add");
+  same_shape(a, out, "add");
+  cuda::add(f32(a, "add", "a"), f32(b, "add", "b"), a.numel(), f32(out, "add", "out"), stream_);
+  check_launch("add");
+}
+
+void cuda_backend::gather_rows(tensor_view x, tensor_view rows, tensor_view out) {
+  if (out.rows() != rows.numel() || out.cols() != x.cols()) bad("gather_rows", "out must be [m, d]");
+  cuda::gather_rows(f32(x, "gather_rows", "x"), x.rows(), x.cols(), i32(rows, "gather_rows", "rows"),
+                    rows.numel(), f32(out, "gather_rows", "out"), stream_);
+  check_launch("gather_rows");
+}
+
+void cuda_backend::sample(tensor_view logits, std::span<const sampling_params> params, tensor_view ids) {
+  const int64_t m = logits.rows();
+  const int vocab = static_cast<int>(logits.cols());
+  if (static_cast<int64_t>(params.size()) != m || ids.numel() != m) bad("sample", "one parameter set and id per row");
+  if (vocab <= 0) throw error("sample: empty vocabulary");
+  if (m == 0) return;
+  if (capturing_) bad("sample", "sampling cannot be recorded (it returns ids to the host)");
+  const float* lp = f32(logits, "sample", "logits");
+  auto* out = const_cast<int32_t*>(i32(ids, "sample", "ids"));
+  bool all_greedy = true;
+  std::vector<dev_sampling> dp(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const sampling_params& p = params[i];
+    dp[i] = {p.temperature, p.top_p, p.min_p, p.top_k, p.seed, p.step, p.greedy() ? 1 : 0};
+    all_greedy = all_greedy && p.greedy();
+  }
+  if (all_greedy) {
+    argmax_rows(lp, m, vocab, out, stream_);
+  } else {
+    void* pp = grow(sampler_params_, dp.size() * sizeof(dev_sampling), "sample");
+    void* ws = grow(sampler_ws_, sampler_workspace_bytes(m, vocab), "sample");
+    copy_to_device(pp, dp.data(), dp.size() * sizeof(dev_sampling));
+    sample_rows(lp, m, vocab, static_cast<const dev_sampling*>(pp), ws, out, stream_);
+  }
+  check_launch("sample");
+  // Same contract as the reference: a row with no finite logit is an error, not a token.
+  std::vector<int32_t> host(static_cast<size_t>(m));
+  copy_to_host(host.data(), out, host.size() * 4);
+  synchronize();
+  for (int64_t i = 0; i < m; ++i)
+    if (host[i] < 0) throw error("sample: logits row " + std::to_string(i) + " has no finite value");
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,63 @@
+// The plugin entry of backend.cuda: schema, probe (is there a GPU we have code for?), factory.
+#include <cuda_runtime_api.h>
+
+#include <iterator>
+#include <string>
+
+#include "cuda_backend.hpp"
+#include "tandem/config.hpp"
+#include "tandem/plugin_abi.hpp"
+
+namespace tandem::cuda {
+namespace {
+
+const config_key keys[] = {
+    {"device", config_type::integer, "0", "GPU ordinal", 0, 64},
+    {"memory_mb", config_type::integer, "0",
+     "memory budget for KV and workspace in MiB; 0 = 90% of free GPU memory less 2 GiB", 0, 1 << 24},
+    {"graphs", config_type::boolean, "true", "record decode steps as CUDA graphs and replay them"},
+    {"gemm", config_type::boolean, "true",
+     "f16 tensor-core GEMM for steps of more than 8 tokens (weights dequantized once at load)"},
+};
+
+// The module carries machine code for sm_90a (H100/H200) and sm_121a (GB10) only.
+probe_result probe() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) return {0, std::string("no usable CUDA driver: ") + cudaGetErrorString(e)};
+  if (count == 0) return {0, "no CUDA device"};
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return {0, "cannot read device 0"};
+  const int cc = prop.major * 10 + prop.minor;
+  if (cc != 90 && cc != 121)
+    return {0, "no kernels for sm_" + std::to_string(cc) + " (built for sm_90a and sm_121a)"};
+  return {10, std::string(prop.name)};
+}
+
+plugin_object* create(const plugin_context& ctx) {
+  cuda_options opt;
+  if (ctx.cfg != nullptr) {
+    if (ctx.cfg->has("device")) opt.device = static_cast<int>(ctx.cfg->get_int("device"));
+    if (ctx.cfg->has("memory_mb")) opt.memory_mb = ctx.cfg->get_int("memory_mb");
+    if (ctx.cfg->has("graphs")) opt.graphs = ctx.cfg->get_bool("graphs");
+    if (ctx.cfg->has("gemm")) opt.gemm = ctx.cfg->get_bool("gemm");
+  }
+  auto* be = new cuda_backend(opt);
+  if (ctx.log != nullptr) ctx.log->info(be->describe());
+  return be;
+}
+
+const plugin_descriptor descriptor{plugin_api_version,
+                                   "backend.cuda",
+                                   plugin_interface::backend,
+                                   "CUDA backend: Q4_1/Q8_0 GEMV, tensor-core prefill GEMM, paged "
+                                   "attention, GPU sampling, CUDA graphs",
+                                   keys,
+                                   std::size(keys),
+                                   &probe,
+                                   &create};
+
+}  // namespace
+}  // namespace tandem::cuda
+
+TANDEM_PLUGIN(tandem::cuda::descriptor)

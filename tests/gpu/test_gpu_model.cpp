@@ -1,0 +1,189 @@
+#define BOOST_TEST_MODULE gpu_model
+#define BOOST_TEST_NO_MAIN
+#define BOOST_TEST_ALTERNATIVE_INIT_API
+#include <boost/test/included/unit_test.hpp>
+
+// The default model on backend.cuda against backend.cpu with linear=float (weights
+// dequantized, fp32 dots: the exact reference path):
+//  - last-position logits of fixture prompts, whole vocabulary: max |diff| <= 1e-3 when the
+//    prompt is at most 8 tokens (fp32 GEMV: summation order only; measured 3.2e-5), and
+//    <= 6e-2 for longer prompts, whose prefill GEMM rounds x and W to f16 (2^-11 relative
+//    each) through 30 layers (measured on the H200: 0.013 to 0.035 on logits of magnitude
+//    ~20, about 2e-3 relative);
+//  - greedy continuations of 64 tokens identical, except from a step where the CPU's own
+//    best-vs-second margin is a near-tie (< 0.05), which is reported;
+//  - a batch mixing a prefill chunk with decode tokens gives each sequence the tokens it
+//    gets alone (GPU vs GPU), with the same near-tie rule.
+// Skips (77) without a GPU or without the model file.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "gpu_util.hpp"
+#include "llama_hparams.hpp"
+#include "llama_model.hpp"
+#include "tandem/kv_pool.hpp"
+#include "tandem/plugin_host.hpp"
+#include "tandem/weight_format.hpp"
+#include "tandem_ref/sampling.hpp"
+
+using namespace tandem;
+
+namespace {
+
+// Token ids of tests/fixtures/logits/hf_f32.json prompts (raw_capital, code_fib,
+// chatml_2plus2, the first 64 of long_prose).
+const std::vector<std::vector<int32_t>> prompts = {
+    {504, 3575, 282, 4649, 314},
+    {1604, 3987, 46477, 24, 94, 727, 472, 1620, 14362, 260, 304, 29, 373, 24681, 46477, 1230, 7996, 198},
+    {1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712, 8182,
+     2, 198, 1, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 2, 198, 1, 520, 9531, 198},
+    {504, 1463, 282, 260, 33059, 314, 28, 281, 800, 1853, 28, 260, 1463, 282, 7915, 3735, 2581, 30, 6880, 1092,
+     3099, 20067, 284, 18326, 13690, 28, 22088, 15303, 335, 9935, 2837, 335, 13083, 33959, 284, 17310, 288, 1489,
+     5177, 7739, 284, 260, 41097, 282, 31268, 1970, 30, 378, 768, 4248, 282, 260, 3201, 7751, 28, 260, 36797, 395,
+     282, 23472, 28, 9318, 327, 540}};
+
+constexpr float tie_margin = 0.05f;
+
+struct stack {
+  std::unique_ptr<backend> be;
+  std::unique_ptr<llama_model> model;
+  kv_pool pool{1024, 16};
+
+  stack(plugin_host& host, const weight_format& w, const char* name) {
+    config c;
+    if (std::string(name) == "backend.cpu") c.set("linear", std::string("float"));
+    be = host.create<backend>(name, c);
+    const auto hp = llama_hparams::from_metadata(w.meta(), "model");
+    model = std::make_unique<llama_model>(*be, w, hp, pool.n_pages(), pool.page_size());
+  }
+
+  std::vector<float> prefill_last_logits(const std::vector<int32_t>& ids) {
+    std::vector<int32_t> pages;
+    BOOST_REQUIRE(pool.grow(pages, static_cast<int64_t>(ids.size())));
+    step_plan plan;
+    plan.seqs.push_back({1, 0, ids, pages, true, {}});
+    model->forward(plan);
+    pool.release(pages);
+    return model->logits_to_host();
+  }
+
+  // Greedy continuation (n tokens) and, per step, the margin best - second of its logits.
+  std::vector<int32_t> greedy(const std::vector<int32_t>& prompt, size_t n, std::vector<float>* margins) {
+    std::vector<int32_t> pages, out, toks = prompt;
+    int64_t done = 0;
+    while (out.size() < n) {
+      BOOST_REQUIRE(pool.grow(pages, static_cast<int64_t>(toks.size())));
+      step_plan plan;
+      plan.seqs.push_back({1, done, {toks.begin() + done, toks.end()}, pages, true, {}});
+      model->forward(plan);
+      const int32_t t = model->sample({sampling_params{}})[0];
+      if (margins) {
+        std::vector<float> l = model->logits_to_host();
+        std::partial_sort(l.begin(), l.begin() + 2, l.end(), std::greater<>());
+        margins->push_back(l[0] - l[1]);
+      }
+      done = static_cast<int64_t>(toks.size());
+      toks.push_back(t);
+      out.push_back(t);
+    }
+    pool.release(pages);
+    return out;
+  }
+};
+
+struct fixture {
+  plugin_host host{plugin_host::default_search_path()};
+  std::unique_ptr<weight_format> weights;
+  fixture() {
+    config wc;
+    wc.set("mmap", true);
+    weights = host.create<weight_format>("weights.gguf", wc);
+    weights->open(std::getenv("TANDEM_TEST_MODEL"));
+  }
+};
+
+fixture& fx() {
+  static fixture f;
+  return f;
+}
+
+// Steps the two continuations agree, and whether a disagreement is excused by a near-tie.
+void check_same_tokens(const std::vector<int32_t>& got, const std::vector<int32_t>& want,
+                       const std::vector<float>& margins, const std::string& what) {
+  size_t agree = 0;
+  while (agree < got.size() && agree < want.size() && got[agree] == want[agree]) ++agree;
+  BOOST_TEST_MESSAGE(what << ": " << agree << " of " << want.size() << " tokens identical");
+  if (agree == want.size()) return;
+  const size_t tie = std::find_if(margins.begin(), margins.end(), [](float m) { return m < tie_margin; }) -
+                     margins.begin();
+  BOOST_TEST_MESSAGE(what << ": first near-tie of the reference at step " << tie);
+  BOOST_TEST(agree >= tie, what << ": diverged at step " << agree << " with margin " << margins[agree]);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(logits_and_greedy_match_backend_cpu) {
+  stack cpu(fx().host, *fx().weights, "backend.cpu");
+  stack gpu(fx().host, *fx().weights, "backend.cuda");
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto lc = cpu.prefill_last_logits(prompts[i]);
+    const auto lg = gpu.prefill_last_logits(prompts[i]);
+    const double d = test::max_abs_err(lg, lc);
+    BOOST_TEST_MESSAGE("prompt " << i << ": prefill logits max |gpu - cpu| " << d);
+    const double tol = prompts[i].size() <= 8 ? 1e-3 : 6e-2;
+    BOOST_TEST(d <= tol, "prompt " << i << " max |diff| " << d << " (tolerance " << tol << ")");
+    std::vector<float> margins;
+    const auto want = cpu.greedy(prompts[i], 64, &margins);
+    const auto got = gpu.greedy(prompts[i], 64, nullptr);
+    check_same_tokens(got, want, margins, "prompt " + std::to_string(i) + " greedy");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(mixed_batch_equals_alone) {
+  stack gpu(fx().host, *fx().weights, "backend.cuda");
+  // Alone: each prompt's 16-token greedy continuation.
+  std::vector<std::vector<int32_t>> alone;
+  std::vector<std::vector<float>> margins(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) alone.push_back(gpu.greedy(prompts[i], 16, &margins[i]));
+  // Together: prompts start one step apart, so most steps mix a prefill with decodes.
+  struct seq { std::vector<int32_t> toks, pages, out; int64_t done = 0; };
+  std::vector<seq> s(prompts.size());
+  for (size_t i = 0; i < s.size(); ++i) s[i].toks = prompts[i];
+  for (size_t step = 0; step < 16 + prompts.size(); ++step) {
+    step_plan plan;
+    std::vector<size_t> idx;
+    for (size_t i = 0; i < s.size() && i <= step; ++i) {
+      if (s[i].out.size() >= 16) continue;
+      BOOST_REQUIRE(gpu.pool.grow(s[i].pages, static_cast<int64_t>(s[i].toks.size())));
+      plan.seqs.push_back({i + 1, s[i].done, {s[i].toks.begin() + s[i].done, s[i].toks.end()}, s[i].pages, true, {}});
+      idx.push_back(i);
+    }
+    if (idx.empty()) continue;
+    gpu.model->forward(plan);
+    const auto ids = gpu.model->sample(std::vector<sampling_params>(idx.size()));
+    for (size_t j = 0; j < idx.size(); ++j) {
+      seq& q = s[idx[j]];
+      q.done = static_cast<int64_t>(q.toks.size());
+      q.toks.push_back(ids[j]);
+      q.out.push_back(ids[j]);
+    }
+  }
+  for (size_t i = 0; i < s.size(); ++i)
+    check_same_tokens(s[i].out, alone[i], margins[i], "prompt " + std::to_string(i) + " batched");
+}
+
+int main(int argc, char* argv[]) {
+  if (!tandem::test::have_gpu()) {
+    std::fprintf(stderr, "no usable CUDA device: skipped\n");
+    return 77;
+  }
+  const char* m = std::getenv("TANDEM_TEST_MODEL");
+  if (!m || !std::filesystem::exists(m)) {
+    std::fprintf(stderr, "model file %s not found: skipped\n", m ? m : "(TANDEM_TEST_MODEL unset)");
+    return 77;
+  }
+  return ::boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
+}

@@ -1,0 +1,256 @@
+#define BOOST_TEST_MODULE gpu_ops
+#define BOOST_TEST_NO_MAIN
+#define BOOST_TEST_ALTERNATIVE_INIT_API
+#include <boost/test/included/unit_test.hpp>
+
+// Every backend.cuda op against kernels/ref on fresh random inputs, outputs NaN-poisoned
+// before each run. Tolerances, per path:
+//  - fp32 paths (GEMV, norms, RoPE, attention) differ from the reference in summation order
+//    only: ||gpu - ref|| / ||ref|| < 1e-5 (attention: 2e-5, its softmax is rescaled online);
+//  - the f16 tensor-core GEMM rounds x and W to f16 (2^-11 relative each) and accumulates
+//    in fp32: relative error < 2e-3;
+//  - copies (embedding, gather, KV write, add) and sampling are exact.
+#include <cstdio>
+#include <random>
+
+#include "cuda_weights.hpp"
+#include "gpu_util.hpp"
+#include "tandem/error.hpp"
+#include "tandem_quant/ggml_blocks.hpp"
+#include "tandem_ref/attention.hpp"
+#include "tandem_ref/ops.hpp"
+#include "tandem_ref/sampling.hpp"
+#include "test_util.hpp"
+
+using namespace tandem;
+using test::dvec;
+
+namespace {
+
+cuda::cuda_backend& gpu() {
+  static cuda::cuda_backend be;
+  return be;
+}
+
+std::mt19937& rng() {
+  static std::mt19937 r(12345);
+  return r;
+}
+
+void check_linear(dtype type, int64_t out, int64_t in, int64_t n) {
+  auto w = test::random_weight(rng(), type, out, in);
+  auto x = test::random_floats(rng(), n * in);
+  std::vector<float> ref(n * out);
+  ref::linear(type, w.info.data, out, in, x.data(), n, ref.data());
+  auto lw = gpu().load_linear(w.info);
+  dvec<float> dx(gpu(), x), dy(gpu(), n * out);
+  gpu().linear(*lw, dx.view({n, in}), dy.view({n, out}));
+  const double tol = n <= 8 ? 1e-5 : 2e-3;
+  const double e = test::rel_err(dy.host(), ref);
+  BOOST_TEST(e < tol, name(type) << " [" << out << " x " << in << "] n=" << n << ": rel err " << e);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(linear_gemv_and_gemm) {
+  for (dtype t : {dtype::q4_1, dtype::q8_0, dtype::f32, dtype::f16}) {
+    for (int64_t n : {1, 3, 8}) {
+      check_linear(t, 576, 576, n);
+      check_linear(t, 192, 1536, n);
+      check_linear(t, 1000, 96, n);
+    }
+    for (int64_t n : {9, 33, 128}) check_linear(t, 1536, 576, n);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(embed_is_exact) {
+  for (dtype t : {dtype::q8_0, dtype::q4_1, dtype::f32}) {
+    auto w = test::random_weight(rng(), t, 1000, 576);
+    std::vector<int32_t> ids = {0, 999, 17, 17, 500, 3, 998};
+    const int64_t n = static_cast<int64_t>(ids.size());
+    std::vector<float> ref(n * 576);
+    ref::embed(t, w.info.data, 1000, 576, ids.data(), n, ref.data());
+    auto lw = gpu().load_linear(w.info);
+    dvec<int32_t> di(gpu(), ids);
+    dvec<float> out(gpu(), n * 576);
+    gpu().embed(*lw, di.view({n}), out.view({n, 576}));
+    BOOST_TEST(test::max_abs_err(out.host(), ref) == 0.0, name(t));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(norms) {
+  for (int64_t d : {576, 64, 1000}) {
+    const int64_t n = 7;
+    auto x = test::random_floats(rng(), n * d, 3.0f), r = test::random_floats(rng(), n * d);
+    auto w = test::random_floats(rng(), d);
+    std::vector<float> ref(n * d), res_ref = r, ref2(n * d);
+    ref::rms_norm(x.data(), w.data(), 1e-5f, n, d, ref.data());
+    ref::add_rms_norm(res_ref.data(), x.data(), w.data(), 1e-5f, n, d, ref2.data());
+    dvec<float> dx(gpu(), x), dr(gpu(), r), dw(gpu(), w), out(gpu(), n * d);
+    gpu().rms_norm(dx.view({n, d}), dw.view({d}), 1e-5f, out.view({n, d}));
+    BOOST_TEST(test::rel_err(out.host(), ref) < 1e-5, "rms_norm d=" << d);
+    out.poison();
+    gpu().add_rms_norm(dr.view({n, d}), dx.view({n, d}), dw.view({d}), 1e-5f, out.view({n, d}));
+    BOOST_TEST(test::max_abs_err(dr.host(), res_ref) == 0.0, "residual d=" << d);
+    BOOST_TEST(test::rel_err(out.host(), ref2) < 1e-5, "add_rms_norm d=" << d);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rope_pointwise_gather) {
+  for (bool neox : {false, true}) {
+    for (int rot : {0, 32}) {
+      const int64_t n = 13, heads = 9, hd = 64;
+      auto x = test::random_floats(rng(), n * heads * hd);
+      std::vector<int32_t> pos = {0, 1, 2, 15, 16, 17, 100, 1023, 4095, 4096, 8000, 8191, 7};
+      rope_params p{100000.0f, rot, neox};
+      std::vector<float> ref = x;
+      ref::rope(ref.data(), n, heads, hd, pos.data(), p);
+      dvec<float> dx(gpu(), x);
+      dvec<int32_t> dp(gpu(), pos);
+      gpu().rope(dx.view({n, heads, hd}), dp.view({n}), p);
+      BOOST_TEST(test::rel_err(dx.host(), ref) < 1e-5, "rope neox=" << neox << " rot=" << rot);
+    }
+  }
+  const int64_t count = 3 * 1537;
+  auto a = test::random_floats(rng(), count, 4.0f), b = test::random_floats(rng(), count);
+  std::vector<float> sref(count), aref(count);
+  ref::silu_mul(a.data(), b.data(), count, sref.data());
+  ref::add(a.data(), b.data(), count, aref.data());
+  dvec<float> da(gpu(), a), db(gpu(), b), out(gpu(), count);
+  gpu().silu_mul(da.view({3, 1537}), db.view({3, 1537}), out.view({3, 1537}));
+  BOOST_TEST(test::rel_err(out.host(), sref) < 1e-6);
+  out.poison();
+  gpu().add(da.view({3, 1537}), db.view({3, 1537}), out.view({3, 1537}));
+  BOOST_TEST(test::max_abs_err(out.host(), aref) == 0.0);
+  std::vector<int32_t> rows = {2, 0, 2};
+  std::vector<float> gref(3 * 1537);
+  ref::gather_rows(a.data(), 3, 1537, rows.data(), 3, gref.data());
+  dvec<int32_t> dr(gpu(), rows);
+  dvec<float> g(gpu(), 3 * 1537);
+  gpu().gather_rows(da.view({3, 1537}), dr.view({3}), g.view({3, 1537}));
+  BOOST_TEST(test::max_abs_err(g.host(), gref) == 0.0);
+}
+
+namespace {
+
+// One attention case: pool pre-filled with random K/V (the cached tokens), then the batch.
+void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n_kv, int hd, int page,
+                     int64_t n_pages) {
+  test::batch_builder bb(seqs, page);
+  const int64_t n = bb.batch.n_tokens, slots = n_pages * page, ts = int64_t{n_kv} * hd;
+  auto kpool = test::random_floats(rng(), slots * ts), vpool = test::random_floats(rng(), slots * ts);
+  auto q = test::random_floats(rng(), n * n_heads * hd), k = test::random_floats(rng(), n * ts),
+       v = test::random_floats(rng(), n * ts);
+  std::vector<float> ref(n * n_heads * hd), kref = kpool, vref = vpool;
+  ref::paged_kv rkv{kref.data(), vref.data(), n_pages, page, n_kv, hd};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  ref::attention(q.data(), k.data(), v.data(), n_heads, rkv, bb.batch, scale, ref.data());
+
+  kv_layout lay{1, n_pages, page, n_kv, hd, dtype::f32};
+  auto kv = gpu().alloc_kv(lay);
+  const cuda::dev_kv pool = dynamic_cast<cuda::cuda_kv&>(*kv).layer(0);
+  gpu().copy_to_device(pool.k, kpool.data(), kpool.size() * 4);
+  gpu().copy_to_device(pool.v, vpool.data(), vpool.size() * 4);
+  dvec<int32_t> qs(gpu(), bb.query_start), sl(gpu(), bb.seq_lens), pt(gpu(), bb.page_table),
+      sm(gpu(), bb.slot_mapping), ps(gpu(), bb.positions);
+  attention_batch b = bb.batch;
+  const int64_t ns = b.n_seqs;
+  b.query_start = qs.view({ns + 1});
+  b.seq_lens = sl.view({ns});
+  b.page_table = pt.view({ns, b.max_pages_per_seq});
+  b.slot_mapping = sm.view({n});
+  b.positions = ps.view({n});
+  dvec<float> dq(gpu(), q), dk(gpu(), k), dv(gpu(), v), out(gpu(), n * n_heads * hd);
+  gpu().attention(dq.view({n, n_heads, hd}), dk.view({n, n_kv, hd}), dv.view({n, n_kv, hd}), *kv, 0, b,
+                  scale, out.view({n, n_heads, hd}));
+  std::vector<float> kgpu(kpool.size());
+  gpu().copy_to_host(kgpu.data(), pool.k, kgpu.size() * 4);
+  gpu().synchronize();
+  BOOST_TEST(test::max_abs_err(kgpu, kref) == 0.0, "KV write");
+  const double e = test::rel_err(out.host(), ref);
+  BOOST_TEST(e < 2e-5, "attention " << ns << " seqs, " << n << " tokens, heads " << n_heads << "/" << n_kv
+                                    << " d" << hd << ": rel err " << e);
+}
+
+std::vector<int32_t> pages_from(int first, int count) {
+  std::vector<int32_t> p(count);
+  for (int i = 0; i < count; ++i) p[i] = first + (i * 7) % count;  // not in order
+  return p;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(attention_prefill_mixed_decode) {
+  for (auto [h, kvh, hd] : {std::tuple{9, 3, 64}, std::tuple{8, 2, 128}, std::tuple{4, 4, 64}}) {
+    // One prefill crossing page boundaries (odd length).
+    check_attention({{pages_from(0, 3), 0, 37}}, h, kvh, hd, 16, 64);
+    // Mixed: a chunk after a cached prefix, a decode token, a fresh one-token prompt, a long chunk.
+    check_attention({{pages_from(0, 3), 20, 13}, {pages_from(3, 7), 100, 1}, {pages_from(10, 1), 0, 1},
+                     {pages_from(11, 12), 60, 129}},
+                    h, kvh, hd, 16, 64);
+    // Pure decode (split kernel): contexts of 1 token to past 4k, uneven split ends.
+    check_attention({{pages_from(0, 1), 0, 1}, {pages_from(1, 2), 16, 1}, {pages_from(3, 19), 299, 1},
+                     {pages_from(22, 63), 999, 1}, {pages_from(85, 257), 4099, 1}},
+                    h, kvh, hd, 16, 400);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sampling_matches_reference) {
+  for (int vocab : {49152, 1000, 7}) {
+    const int64_t m = 24;
+    auto logits = test::random_floats(rng(), m * vocab, 3.0f);
+    logits[5] = NAN;
+    logits[vocab + 3] = logits[vocab + 4] = 100.0f;  // a tie: lowest id wins
+    std::vector<sampling_params> ps(m);
+    for (int64_t i = 0; i < m; ++i) {
+      sampling_params& p = ps[i];
+      p.seed = 1000 + i;
+      p.step = static_cast<uint64_t>(i * 3);
+      if (i % 4 == 0) continue;  // greedy
+      p.temperature = 0.5f + 0.1f * static_cast<float>(i % 7);
+      p.top_k = i % 3 == 0 ? 0 : static_cast<int>(i * 5);
+      p.top_p = i % 2 == 0 ? 1.0f : 0.9f;
+      p.min_p = i % 5 == 0 ? 0.05f : 0.0f;
+    }
+    dvec<float> dl(gpu(), logits);
+    dvec<int32_t> ids(gpu(), m);
+    gpu().sample(dl.view({m, vocab}), ps, ids.view({m}));
+    auto got = ids.host();
+    for (int64_t i = 0; i < m; ++i) {
+      const int32_t want = ref::sample_row(logits.data() + i * vocab, vocab, ps[i]);
+      BOOST_TEST(got[i] == want, "vocab " << vocab << " row " << i << " greedy " << ps[i].greedy());
+    }
+  }
+  std::vector<float> bad(2 * 16, NAN);
+  dvec<float> db(gpu(), bad);
+  dvec<int32_t> ids(gpu(), 2);
+  std::vector<sampling_params> ps(2);
+  BOOST_CHECK_THROW(gpu().sample(db.view({2, 16}), ps, ids.view({2})), error);
+}
+
+BOOST_AUTO_TEST_CASE(recorded_steps_replay_with_new_inputs) {
+  const int64_t n = 4, d = 576;
+  dvec<float> x(gpu(), n * d), w(gpu(), test::random_floats(rng(), d)), out(gpu(), n * d);
+  std::vector<float> ref(n * d);
+  for (int round = 0; round < 3; ++round) {
+    auto xh = test::random_floats(rng(), n * d);
+    gpu().copy_to_device(x.buf->data(), xh.data(), xh.size() * 4);
+    out.poison();
+    gpu().run_recorded(42, [&] { gpu().rms_norm(x.view({n, d}), w.view({d}), 1e-5f, out.view({n, d})); });
+    auto wh = w.host();
+    ref::rms_norm(xh.data(), wh.data(), 1e-5f, n, d, ref.data());
+    BOOST_TEST(test::rel_err(out.host(), ref) < 1e-5, "round " << round);
+  }
+  BOOST_TEST(gpu().recorded_graphs() >= 1u);
+}
+
+BOOST_AUTO_TEST_CASE(bad_views_throw) {
+  std::vector<float> h(16);
+  auto lw = gpu().load_linear(test::random_weight(rng(), dtype::q4_1, 4, 32).info);
+  dvec<float> x(gpu(), 32), y(gpu(), 4);
+  BOOST_CHECK_THROW(gpu().linear(*lw, test::view(h, {1, 16}), y.view({1, 4})), error);  // host memory
+  BOOST_CHECK_THROW(gpu().linear(*lw, x.view({1, 16}), y.view({1, 4})), error);        // shape
+  BOOST_CHECK_THROW(gpu().linear(*lw, x.view({1, 32}), y.view({1, 2})), error);
+}
+
+TANDEM_GPU_TEST_MAIN
