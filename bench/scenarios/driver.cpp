@@ -27,7 +27,8 @@ double driver::elapsed() const {
 
 bool driver::ready(size_t i, double now) const {
   const planned& p = plans_[i];
-  if (p.also_after >= 0 && !finished_[static_cast<size_t>(p.also_after)]) return false;
+  for (int a : p.also_after)
+    if (!finished_.at(static_cast<size_t>(a))) return false;
   if (p.after < 0) return now >= p.at_s;
   const auto a = static_cast<size_t>(p.after);
   return finished_[a] && now >= out_[a].end_s + p.gap_s;

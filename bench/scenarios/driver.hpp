@@ -24,7 +24,7 @@ struct planned {
   std::function<std::vector<int32_t>()> prompt;
   int64_t max_new = 8;
   std::string session;
-  int also_after = -1;             // a second request that must have finished first
+  std::vector<int> also_after;     // more requests that must have finished first
 };
 
 struct outcome {

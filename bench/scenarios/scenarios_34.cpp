@@ -81,24 +81,27 @@ agent_result run_agents(const scale& s, const config_run& c) {
                                 fmt::format("engine.kv_tokens={}", s.smoke ? 1536 : 4096)});
   driver d(rt->eng());
   const int64_t system = s.smoke ? 200 : 600, tool_result = s.smoke ? 48 : 64, doc = s.smoke ? 300 : 600;
-  const int turns = s.smoke ? 3 : 4, docs = s.smoke ? 4 : 8;
+  const int turns = s.smoke ? 3 : 4, docs = s.smoke ? 4 : 12;
+  const double gap = s.smoke ? 0.5 : 2.5, every = s.smoke ? 0.4 : 0.5;  // tool latency, load interval
   std::vector<std::pair<int, int>> later_turns;  // (turn, previous turn)
   int agent0_last = -1;
+  std::vector<int> last_turns;
   for (int a = 0; a < 4; ++a) {
     const std::string session = fmt::format("agent{}", a);
     int prev = d.plan({"agent", 0.05 * a, -1, 0, [a, system] { return fresh_tokens(200 + a, system); }, 16, session});
     for (int t = 1; t < turns; ++t) {
-      const int turn = d.plan({"agent", 0, prev, 0.5, next_turn(d, prev, 300 + a * 10 + t, tool_result), 16, session});
+      const int turn = d.plan({"agent", 0, prev, gap, next_turn(d, prev, 300 + a * 10 + t, tool_result), 16, session});
       later_turns.emplace_back(turn, prev);
       prev = turn;
     }
     if (a == 0) agent0_last = prev;
+    last_turns.push_back(prev);
   }
   int last_doc = -1;
   for (int k = 0; k < docs; ++k)
-    last_doc = d.plan({"background", 0.3 + (s.smoke ? 0.4 : 0.7) * k, -1, 0, [k, doc] { return fresh_tokens(500 + k, doc); }, 4, ""});
+    last_doc = d.plan({"background", 0.3 + every * k, -1, 0, [k, doc] { return fresh_tokens(500 + k, doc); }, 4, ""});
   const int reread = d.plan({"reread", 0, last_doc, 0.1, next_turn(d, agent0_last, 900, 0), 1, "agent0",
-                            agent0_last});
+                            last_turns});
   const int cold = d.plan({"cold", 0, reread, 0.1, [&d, reread] {
                              return fresh_tokens(901, static_cast<int64_t>(d.result(reread).prompt.size()));
                            }, 1, ""});

@@ -202,3 +202,29 @@ BOOST_AUTO_TEST_CASE(retain_of_a_free_page_and_double_release_are_errors) {
   BOOST_CHECK_THROW(pool.release(copy), tandem::error);
   pool.check();
 }
+
+BOOST_AUTO_TEST_CASE(an_expired_protection_takes_its_plain_lru_place) {
+  kv_pool pool(3, 1);
+  pool.set_protection_cap(3);
+  std::vector<int32_t> b, a, c;
+  auto cached_page = [&](std::vector<int32_t>& t, uint64_t k) {
+    BOOST_TEST(pool.grow(t, 1));
+    BOOST_TEST(pool.publish(t[0], key(k)));
+  };
+  cached_page(b, 1), cached_page(a, 2), cached_page(c, 3);
+  pool.advance(1);
+  pool.release(b);
+  pool.advance(2);
+  pool.release(a, /*protect_until_s=*/4);
+  pool.advance(3);
+  pool.release(c);
+  pool.advance(5);  // a expires: released between b and c, so evicted between them
+  pool.check();
+  std::vector<int32_t> t;
+  BOOST_TEST(pool.grow(t, 1));
+  BOOST_TEST(pool.lookup(key(1)) == -1);
+  BOOST_TEST(pool.grow(t, 2));
+  BOOST_TEST(pool.lookup(key(2)) == -1);
+  BOOST_TEST(pool.lookup(key(3)) >= 0);
+  pool.check();
+}

@@ -92,7 +92,7 @@ class TANDEM_API kv_pool {
     int64_t size = 0;
   };
   void link_back(list& l, where w, int32_t p);
-  void link_front(list& l, where w, int32_t p);
+  void link_before(list& l, where w, int32_t p, int32_t at);
   void unlink(int32_t p);
   list& list_of(where w);
   void evict(int32_t p);
@@ -106,6 +106,7 @@ class TANDEM_API kv_pool {
   std::vector<uint8_t> hashed_;
   std::vector<block_hash> hash_;
   std::vector<double> protect_until_;
+  std::vector<double> released_at_;  // engine clock of the last release (LRU order)
   std::unordered_map<block_hash, int32_t, block_hash_hasher> index_;
   list free_, lru_, protected_;
   int64_t protect_cap_ = 0;

@@ -16,6 +16,7 @@ kv_pool::kv_pool(int64_t n_pages, int page_size) : page_size_(page_size) {
   hashed_.assign(n_pages, 0);
   hash_.resize(n_pages);
   protect_until_.assign(n_pages, 0);
+  released_at_.assign(n_pages, 0);
   // Low page ids first: the free list is used as a stack from its tail.
   for (int64_t p = n_pages - 1; p >= 0; --p) link_back(free_, where::free, static_cast<int32_t>(p));
 }
@@ -39,11 +40,13 @@ void kv_pool::link_back(list& l, where w, int32_t p) {
   where_[p] = w;
 }
 
-void kv_pool::link_front(list& l, where w, int32_t p) {
-  next_[p] = l.head;
-  prev_[p] = -1;
-  if (l.head >= 0) prev_[l.head] = p; else l.tail = p;
-  l.head = p;
+// Links p in front of `at` (at the back when `at` is -1).
+void kv_pool::link_before(list& l, where w, int32_t p, int32_t at) {
+  if (at < 0) return link_back(l, w, p);
+  prev_[p] = prev_[at];
+  next_[p] = at;
+  if (prev_[at] >= 0) next_[prev_[at]] = p; else l.head = p;
+  prev_[at] = p;
   ++l.size;
   where_[p] = w;
 }
@@ -93,6 +96,7 @@ void kv_pool::release(std::vector<int32_t>& table, double protect_until_s) {
     const int32_t p = *it;
     if (hashed_[p] && protect_until_s > protect_until_[p]) protect_until_[p] = protect_until_s;
     if (--refs_[p] > 0) continue;
+    released_at_[p] = now_;
     if (!hashed_[p]) {
       protect_until_[p] = 0;
       link_back(free_, where::free, p);
@@ -128,17 +132,17 @@ bool kv_pool::publish(int32_t page, const block_hash& h) {
   return true;
 }
 
-// Moves the `n` oldest protected pages to the eviction end of the LRU list, in order:
-// their last use is older than that of anything released while they were protected.
+// Moves the `n` oldest protected pages to the LRU list where plain LRU would have them:
+// by the time they were released (one merge pass; both lists are in release order).
 void kv_pool::demote(int64_t n) {
-  std::vector<int32_t> moved;
+  int32_t at = lru_.head;
   for (; n > 0 && protected_.head >= 0; --n) {
     const int32_t p = protected_.head;
     unlink(p);
     protect_until_[p] = 0;
-    moved.push_back(p);
+    while (at >= 0 && released_at_[at] <= released_at_[p]) at = next_[at];
+    link_before(lru_, where::lru, p, at);
   }
-  for (auto it = moved.rbegin(); it != moved.rend(); ++it) link_front(lru_, where::lru, *it);
 }
 
 void kv_pool::advance(double now_s) {
@@ -188,6 +192,8 @@ void kv_pool::check() const {
     if (walked != lists[w]->size || counts[w] != lists[w]->size) fail("list sizes disagree");
   }
   if (static_cast<int64_t>(index_.size()) > n_pages()) fail("index larger than the pool");
+  for (int32_t p = lru_.head; p >= 0 && next_[p] >= 0; p = next_[p])
+    if (released_at_[p] > released_at_[next_[p]]) fail("LRU list out of release order");
   // Counted page by page, not derived: free + used + cached must cover the pool exactly.
   if (counts[0] + counts[1] + counts[2] + counts[3] != n_pages() || counts[0] != used_pages())
     fail("free + used + cached != size");
