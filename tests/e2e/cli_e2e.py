@@ -17,7 +17,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-TANDEM, PLUGINS = sys.argv[1], sys.argv[2]
+TANDEM, PLUGINS = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 ROOT = Path(os.environ.get("TANDEM_SOURCE_ROOT", Path(__file__).resolve().parents[2]))
 MODEL = os.environ["TANDEM_TEST_MODEL"]
 EXACT = ["--set", "backend.plugin=backend.cpu", "--set", "backend.linear=float", "-q"]

@@ -1,5 +1,9 @@
 #include "http_session.hpp"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
@@ -159,10 +163,15 @@ void http_session::watch_disconnect() {
 void http_session::on_readable(beast::error_code ec, uint64_t generation) {
   if (generation != watch_generation_ || !job_ || ec == net::error::operation_aborted) return;
   if (!ec) {
+    // Peek without blocking: the reactor may wake us with nothing to read, and a blocking
+    // peek would then hold this strand (and its token events) until the client next acts.
     char c;
-    beast::error_code peek_ec;
-    const size_t n = stream_.socket().receive(net::buffer(&c, 1), tcp::socket::message_peek, peek_ec);
-    if (!peek_ec && n > 0) return;  // the client sent more (pipelining): not a hang-up
+    const ssize_t n = ::recv(stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return;  // the client sent more (pipelining): not a hang-up
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      watch_disconnect();  // a spurious wake: keep watching
+      return;
+    }
   }
   hang_up();
 }
