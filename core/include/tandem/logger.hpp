@@ -1,6 +1,7 @@
 #pragma once
 // The logger the host hands to plugins. spdlog lives only in the core; plugins format
 // their own messages (fmt is fine) and pass the text here.
+#include <cstdint>
 #include <string_view>
 
 #include "tandem/export.hpp"
