@@ -25,7 +25,7 @@ std::unique_ptr<runtime> open_runtime(const scale& s, const config_run& c, std::
     o.push_back("scheduler.max_wait_ms=" + std::to_string(s.max_wait_ms));
   }
   o.insert(o.end(), extra.begin(), extra.end());
-  return runtime::open(file, {.overrides = o, .allow_pull = false});
+  return runtime::open(file, {.overrides = o, .allow_pull = false, .progress = {}});
 }
 
 namespace {

@@ -66,7 +66,7 @@ struct run_result {
 run_result run(const std::string& pipeline, std::vector<std::string> overrides) {
   overrides.push_back("engine.kv_tokens=256");  // 16 pages of 16: eviction and preemption
   overrides.push_back("engine.page_size=16");
-  auto rt = runtime::open(source_root() / "pipelines" / pipeline, {.overrides = overrides, .allow_pull = false});
+  auto rt = runtime::open(source_root() / "pipelines" / pipeline, {.overrides = overrides, .allow_pull = false, .progress = {}});
   engine& eng = rt->eng();
   std::vector<job> jobs = workload();
   run_result res;
