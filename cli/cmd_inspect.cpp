@@ -5,6 +5,7 @@
 #include <map>
 
 #include "commands.hpp"
+#include "parse_args.hpp"
 #include "tandem/model_store.hpp"
 #include "tandem/plugin_host.hpp"
 #include "tandem/weight_format.hpp"
@@ -75,17 +76,7 @@ int run_inspect(const args& a) {
   po::positional_options_description pos;
   pos.add("model", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(a).options(desc).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "tandem inspect: " << e.what() << "\n\n" << desc << "\n";
-    return 2;
-  }
+  if (auto rc = parse_args("inspect", a, desc, vm, &pos)) return *rc;
 
   auto path = resolve_model(model, true, [](std::string_view s) { std::cerr << s << "\n"; });
   plugin_host host(plugin_host::default_search_path());

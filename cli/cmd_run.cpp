@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "parse_args.hpp"
 #include "tandem/runtime.hpp"
 #include "tandem/stream_decoder.hpp"
 
@@ -56,18 +57,7 @@ int run_run(const args& a) {
   run_options o;
   po::options_description desc = describe(o);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(a).options(desc).run(), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-    check(o);
-  } catch (const po::error& e) {
-    std::cerr << "tandem run: " << e.what() << "\n\n" << desc << "\n";
-    return 2;
-  }
+  if (auto rc = parse_args("run", a, desc, vm, nullptr, [&] { check(o); })) return *rc;
 
   runtime_options ro;
   ro.overrides = o.sets;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "commands.hpp"
+#include "parse_args.hpp"
 #include "tandem/error.hpp"
 #include "tandem/pipeline.hpp"
 #include "tandem/server.hpp"
@@ -88,20 +89,12 @@ int run_serve(const args& a) {
   serve_options o;
   po::options_description desc = describe(o);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(a).options(desc).run(), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
+  auto check = [&] {
     if (o.port < -1 || o.port > 65535) throw po::error("--port must be in [0, 65535]");
     if (o.io_threads < 1) throw po::error("--io-threads must be at least 1");
     if (o.max_pending < 1) throw po::error("--max-pending must be at least 1");
-  } catch (const po::error& e) {
-    std::cerr << "tandem serve: " << e.what() << "\n\n" << desc << "\n";
-    return 2;
-  }
+  };
+  if (auto rc = parse_args("serve", a, desc, vm, nullptr, check)) return *rc;
   const auto [host, port] = listen_address(o);
 
   // Signals are taken by sigtimedwait on this thread only: block them before any thread starts.
