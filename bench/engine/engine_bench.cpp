@@ -98,7 +98,9 @@ int main(int argc, char** argv) {
   }
   po::notify(vm);
 
-  auto rt = tandem::runtime::open(pipeline, {.overrides = sets});
+  tandem::runtime_options opt;
+  opt.overrides = sets;
+  auto rt = tandem::runtime::open(pipeline, opt);
   for (const auto& l : rt->summary()) std::fprintf(stderr, "%s\n", l.c_str());
   const double bw = read_bandwidth_gbs();
   const double weight_bytes = static_cast<double>(rt->weight_bytes_per_token());

@@ -28,7 +28,9 @@ struct tally {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(every_request_ends_exactly_once_under_concurrent_submits) {
-  auto rt = runtime::open(default_pipeline(), {.allow_pull = false});
+  runtime_options opt;
+  opt.allow_pull = false;
+  auto rt = runtime::open(default_pipeline(), opt);
   std::atomic<bool> stop{false};
   std::thread stepper([&] {
     while (!stop) {
