@@ -9,7 +9,8 @@
 #
 # That machine has Boost's headers but no compiled Boost libraries and no PCRE2 headers:
 # Debian 12's packages of what the project's configure step needs are carried in
-# .gpu-deps/ (*.deb, git-ignored) and unpacked into a private prefix, never into /.
+# .gpu-deps/ (*.deb, git-ignored; scripts/gpu-deps.sh fills it) and unpacked into a private
+# prefix, never into /.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}

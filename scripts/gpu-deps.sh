@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Fills .gpu-deps/ with the Debian 12 packages scripts/gpu-build-test.sh unpacks on the GPU
+# machine, which has Boost's headers but no compiled Boost libraries, no PCRE2 headers and no
+# pkg-config. Run here (it reaches Debian's mirrors), then carry .gpu-deps in the device call.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+packages=(
+  libboost1.81-dev libboost-atomic1.81-dev libboost-atomic1.81.0
+  libboost-container1.81-dev libboost-container1.81.0
+  libboost-filesystem1.81-dev libboost-filesystem1.81.0 libboost-json1.81-dev libboost-json1.81.0
+  libboost-program-options1.81-dev libboost-program-options1.81.0
+  libboost-system1.81-dev libboost-system1.81.0 libboost-test1.81-dev libboost-test1.81.0
+  libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
+  libssl-dev libssl3 libxxhash-dev pkgconf pkgconf-bin libpkgconf3
+)
+mkdir -p .gpu-deps
+cd .gpu-deps
+apt-get download "${packages[@]}"
+echo "gpu-deps: $(ls ./*.deb | wc -l) packages in .gpu-deps/"
