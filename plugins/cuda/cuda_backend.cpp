@@ -53,8 +53,9 @@ size_t cuda_backend::memory_budget() const {
   if (opt_.memory_mb > 0) return static_cast<size_t>(opt_.memory_mb) << 20;
   size_t free_b = 0, total_b = 0;
   device_memory(&free_b, &total_b);
-  // Weights are not loaded yet when the runtime asks: keep 2 GiB for them and workspaces.
-  const size_t reserve = size_t{2} << 30;
+  // The runtime asks after the weights are loaded; keep 1 GiB for step workspaces, cuBLAS
+  // and graphs, which are allocated later.
+  const size_t reserve = size_t{1} << 30;
   return free_b > reserve ? (free_b - reserve) / 10 * 9 : 0;
 }
 

@@ -19,10 +19,20 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
-                         int64_t kv_pages, int page_size)
+llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp)
     : be_(be), weights_(weights), hp_(hp) {
   load_weights();
+  ws_.init(be_, hp_);
+}
+
+llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
+                         int64_t kv_pages, int page_size)
+    : llama_model(be, weights, hp) {
+  allocate_kv(kv_pages, page_size);
+}
+
+void llama_model::allocate_kv(int64_t kv_pages, int page_size) {
+  if (kv_) throw error("llama_model: the KV pool is already allocated");
   kv_layout layout;
   layout.n_layers = hp_.n_layers;
   // A backend that records steps gets one extra page: the padding rows of a recorded
@@ -35,7 +45,6 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
   layout.head_dim = hp_.head_dim;
   layout.type = be_.activation_type();
   kv_ = be_.alloc_kv(layout);
-  ws_.init(be_, hp_);
 }
 
 const tensor_info& llama_model::tensor(const std::string& name) const {
@@ -108,6 +117,7 @@ int64_t llama_model::decode_batch(const step_plan& plan, bool all_logits) const 
 }
 
 void llama_model::forward(const step_plan& plan, bool all_logits) {
+  if (!kv_) throw error("llama_model: forward before allocate_kv");
   const int page = kv_->layout().page_size;
   const int64_t n_seqs = static_cast<int64_t>(plan.seqs.size());
   std::vector<int32_t> ids, pos, slots, qstart{0}, lens, rows;

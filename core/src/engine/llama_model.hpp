@@ -20,10 +20,15 @@ namespace tandem {
 
 class llama_model {
  public:
-  // Loads every weight of `weights` that the architecture needs onto `be` and allocates
-  // KV storage of `kv_pages` pages. model_error when a tensor is missing or misshapen.
+  // Loads every weight of `weights` that the architecture needs onto `be`. model_error
+  // when a tensor is missing or misshapen. The KV pool comes later (allocate_kv), so its
+  // size can be taken from the memory the weights left.
+  llama_model(backend& be, const weight_format& weights, const llama_hparams& hp);
+  // Both steps at once, for callers that know the pool size up front.
   llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
               int64_t kv_pages, int page_size);
+  // Allocates KV storage of `kv_pages` pages of `page_size` tokens; once, before forward.
+  void allocate_kv(int64_t kv_pages, int page_size);
 
   const llama_hparams& hparams() const { return hp_; }
   const kv_layout& kv() const { return kv_->layout(); }

@@ -53,7 +53,7 @@ pipeline_spec load_spec(const std::filesystem::path& file, plugin_host& host,
 }
 
 // KV pages: the pipeline's kv_tokens, or as many as the backend's memory budget holds
-// after weights, never more than needed for 64 sequences of the maximum length.
+// (asked after the weights are loaded), never more than 64 sequences of the maximum length.
 int64_t kv_pages_for(const pipeline_spec& spec, const backend& be, const kv_layout& per_token,
                      int64_t max_model_len) {
   const int64_t page = spec.engine.get_int("page_size");
@@ -110,10 +110,11 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   m.max_model_len = want_len > 0 ? want_len : hp.context;
   const int page = static_cast<int>(m.spec.engine.get_int("page_size"));
   kv_layout per_token{hp.n_layers, 0, page, hp.n_kv_heads, hp.head_dim, m.be->activation_type()};
-  const int64_t pages = kv_pages_for(m.spec, *m.be, per_token, m.max_model_len);
-
   say(fmt::format("loading weights onto {}", m.be->describe()));
-  m.model = std::make_unique<llama_model>(*m.be, *m.weights, hp, pages, page);
+  m.model = std::make_unique<llama_model>(*m.be, *m.weights, hp);
+  // Sized after the weights are on the device, from the memory they left.
+  const int64_t pages = kv_pages_for(m.spec, *m.be, per_token, m.max_model_len);
+  m.model->allocate_kv(pages, page);
   engine::parts parts;
   parts.model = m.model.get();
   parts.sched = m.sched.get();
