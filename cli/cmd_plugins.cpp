@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "plugin_search.hpp"
 #include "tandem/pipeline.hpp"
 #include "tandem/plugin_host.hpp"
 
@@ -25,9 +26,8 @@ po::options_description plugins_options() {
       "lib/tandem/plugins, the build tree's plugins/) and whether each can run here.\nOptions");
   d.add_options()
       ("help,h", "show this help")
-      ("schema", "also print every setting: type, default, range or choices, env variable")
-      ("plugin-path", po::value<std::vector<std::string>>()->composing(),
-       "search this directory for plugins first, repeatable");
+      ("schema", "also print every setting: type, default, range or choices, env variable");
+  add_plugin_path_option(d);
   return d;
 }
 
@@ -83,10 +83,7 @@ int run_plugins(const args& a) {
     std::cout << desc << '\n';
     return 0;
   }
-  std::vector<std::filesystem::path> search;
-  if (vm.count("plugin-path"))
-    for (const auto& p : vm["plugin-path"].as<std::vector<std::string>>()) search.emplace_back(p);
-  for (auto& p : plugin_host::default_search_path()) search.push_back(std::move(p));
+  std::vector<std::filesystem::path> search = plugin_search_path(vm);
   plugin_host host(std::move(search));
   const bool schema = vm.count("schema") > 0;
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "plugin_search.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model_store.hpp"
 #include "tandem/pipeline.hpp"
@@ -25,9 +26,8 @@ po::options_description validate_options() {
   d.add_options()
       ("help,h", "show this help")
       ("set,s", po::value<std::vector<std::string>>()->composing(),
-       "override a setting, repeatable: --set scheduler.max_batch=4")
-      ("plugin-path", po::value<std::vector<std::string>>()->composing(),
-       "search this directory for plugins first, repeatable");
+       "override a setting, repeatable: --set scheduler.max_batch=4");
+  add_plugin_path_option(d);
   return d;
 }
 
@@ -87,10 +87,7 @@ int run_validate(const args& a) {
     return 2;
   }
   const std::string file = vm["file"].as<std::vector<std::string>>().front();
-  std::vector<std::filesystem::path> search;
-  if (vm.count("plugin-path"))
-    for (const auto& p : vm["plugin-path"].as<std::vector<std::string>>()) search.emplace_back(p);
-  for (auto& p : plugin_host::default_search_path()) search.push_back(std::move(p));
+  std::vector<std::filesystem::path> search = plugin_search_path(vm);
   std::vector<std::string> sets;
   if (vm.count("set")) sets = vm["set"].as<std::vector<std::string>>();
 

@@ -52,8 +52,8 @@ struct stmt {
   stmt_kind kind;
   int line = 0, col = 0;
   std::string text;  // text; macro name
-  // output: value; for: iterable; set: value; filter_block: filter chain applied to a
-  // null-input placeholder.
+  // output: value; for: iterable; set: value; filter_block: the filter chain, whose input
+  // slot is left empty and filled with the block's rendered text.
   expr_ptr expr;
   expr_ptr target;       // for, set, set_block (name, tuple of names, or ns.attr)
   expr_ptr condition;    // for ... if condition
