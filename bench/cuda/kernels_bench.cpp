@@ -3,7 +3,11 @@
 //  - Q4_1 GEMV (1 token) on 16384 x 16384 weights (168 MB, past the 60 MB L2; two matrices
 //    alternate), counting the bytes it must read (quants + scales + x + y);
 //  - decode attention, 32 sequences x 8192 tokens of context, 9 query / 3 KV heads of 64,
-//    f32 KV: the K and V bytes read per layer.
+//    f32 KV: the K and V bytes read per layer;
+//  - prefill attention, one sequence of 8192 tokens, 9 query / 3 KV heads of 64, page 16:
+//    the tensor-core kernel (attention_prefill_tc) next to the scalar one, in TFLOP/s of the
+//    causal FLOPs 4 n^2 HD heads / 2 (the H200 does ~790 dense bf16 with wgmma, ~400 usable
+//    with mma.sync).
 //
 //   build/bench/cuda/bench_cuda_kernels
 #include <cstdio>
@@ -11,6 +15,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "tandem_cuda/kernels.hpp"
 #include "cuda_backend.hpp"
 #include "cuda_weights.hpp"
 #include "tandem_quant/ggml_blocks.hpp"
@@ -99,10 +104,53 @@ int main() {
   const double attn_bytes = 2.0 * seqs * ctx * kvh * hd * 4;
   const double attn_gbs = attn_bytes / (attn_ms * 1e-3) / 1e9;
 
+  // Prefill attention: random q, K, V (not constants: a uniform softmax hides errors).
+  const int pn = 8192, ppages = pn / page;
+  kv_layout play{1, ppages, page, kvh, hd, dtype::f32};
+  auto pkv = be.alloc_kv(play);
+  const cuda::dev_kv ppool = dynamic_cast<cuda::cuda_kv&>(*pkv).layer(0);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto randv = [&](size_t count) {
+    std::vector<float> h(count);
+    for (auto& x : h) x = nd(rng);
+    return h;
+  };
+  const size_t pkv_floats = static_cast<size_t>(pn) * kvh * hd;
+  be.copy_to_device(ppool.k, randv(pkv_floats).data(), pkv_floats * 4);
+  be.copy_to_device(ppool.v, randv(pkv_floats).data(), pkv_floats * 4);
+  auto pq = be.alloc(size_t{pn} * heads * hd * 4), po = be.alloc(size_t{pn} * heads * hd * 4);
+  be.copy_to_device(pq->data(), randv(size_t{pn} * heads * hd).data(), size_t{pn} * heads * hd * 4);
+  std::vector<int32_t> pqs = {0, pn}, plens = {pn}, ptable(ppages), pslots(pn);
+  for (int p = 0; p < ppages; ++p) ptable[p] = p;
+  for (int t = 0; t < pn; ++t) pslots[t] = t;
+  auto dpqs = up(pqs), dplens = up(plens), dptable = up(ptable), dpslots = up(pslots);
+  be.synchronize();
+  const cuda::dev_batch pb{1, pn, ppages, static_cast<const int32_t*>(dpqs->data()),
+                           static_cast<const int32_t*>(dplens->data()), static_cast<const int32_t*>(dptable->data()),
+                           static_cast<const int32_t*>(dpslots->data())};
+  const auto pqp = static_cast<const float*>(pq->data());
+  const auto pop = static_cast<float*>(po->data());
+  const double tc_ms = bench::median_ms(be.stream(), 3, 20, [&] {
+    cuda::attention_prefill_tc(pqp, heads, ppool, pb, 0.125f, pop, be.stream());
+  });
+  bench::ck(cudaGetLastError());
+  const double scalar_ms = bench::median_ms(be.stream(), 1, 3, [&] {
+    cuda::attention_prefill(pqp, heads, ppool, pb, 0.125f, pop, be.stream());
+  });
+  bench::ck(cudaGetLastError());
+  const double prefill_flops = 4.0 * pn * double{pn} * hd * heads / 2;
+  const double tc_tflops = prefill_flops / (tc_ms * 1e-3) / 1e12, scalar_tflops = prefill_flops / (scalar_ms * 1e-3) / 1e12;
+
   std::printf("%-44s %12s %12s %10s\n", "kernel", "time (us)", "GB/s", "of copy");
   std::printf("%-44s %12s %12.0f %10s\n", "device copy 2 GiB (read + write)", "-", copy, "100%");
   std::printf("%-44s %12.1f %12.0f %9.1f%%\n", "Q4_1 GEMV 16384x16384, 1 token", gemv_ms * 1e3, gemv_gbs, 100 * gemv_gbs / copy);
   std::printf("%-44s %12.1f %12.0f %9.1f%%\n", "decode attention 32 seqs x 8192, f32 KV", attn_ms * 1e3, attn_gbs, 100 * attn_gbs / copy);
+  std::printf("%-44s %12s %12s\n", "prefill attention (1 x 8192, 9/3 x 64)", "time (us)", "TFLOP/s");
+  std::printf("%-44s %12.1f %12.1f\n", "  attention_prefill_tc (f16 mma.sync)", tc_ms * 1e3, tc_tflops);
+  std::printf("%-44s %12.1f %12.2f\n", "  attention_prefill (scalar f32)", scalar_ms * 1e3, scalar_tflops);
+  std::printf("{\"bench\":\"cuda_prefill_attention\",\"n\":%d,\"tc_us\":%.1f,\"tc_tflops\":%.1f,"
+              "\"scalar_us\":%.1f,\"scalar_tflops\":%.2f}\n",
+              pn, tc_ms * 1e3, tc_tflops, scalar_ms * 1e3, scalar_tflops);
   std::printf("{\"bench\":\"cuda_kernels\",\"copy_gbs\":%.0f,\"gemv_q4_1_us\":%.2f,\"gemv_q4_1_gbs\":%.0f,"
               "\"gemv_frac\":%.3f,\"attn_decode_us\":%.2f,\"attn_decode_gbs\":%.0f,\"attn_frac\":%.3f}\n",
               copy, gemv_ms * 1e3, gemv_gbs, gemv_gbs / copy, attn_ms * 1e3, attn_gbs, attn_gbs / copy);

@@ -67,6 +67,11 @@ void kv_write(const float* k, const float* v, const dev_batch& b, const dev_kv& 
 // Any batch: flash-style tiles of query rows, online softmax over key tiles.
 void attention_prefill(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b,
                        float scale, float* out, cudaStream_t stream);
+// The same on tensor cores (attention_prefill_tc.cu): FlashAttention-2 style, Q, K, V and P
+// rounded to f16, f32 accumulation (relative error ~1e-3 against the f32 reference). Head
+// dims 64 and 128; any other falls back to attention_prefill.
+void attention_prefill_tc(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b,
+                          float scale, float* out, cudaStream_t stream);
 // Decode (one new token per sequence, row s = sequence s): keys split in chunks over the
 // grid, then merged. Scratch of decode_scratch_floats(); the split count follows
 // max_pages, so a captured step keeps its grid.
