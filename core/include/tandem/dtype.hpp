@@ -13,6 +13,7 @@ namespace tandem {
 enum class dtype : uint8_t {
   f32, f16, bf16, i32, i64, u8,
   q4_0, q4_1, q8_0,  // GGML block formats, 32 elements per block
+  exl3,              // EXL3 trellis: `data` is a tandem::exl3_tensor descriptor (exl3_tensor.hpp)
 };
 
 struct dtype_traits {
@@ -32,16 +33,18 @@ constexpr dtype_traits traits(dtype t) {
     case dtype::q4_0: return {"q4_0", 32, 18};
     case dtype::q4_1: return {"q4_1", 32, 20};
     case dtype::q8_0: return {"q8_0", 32, 34};
+    case dtype::exl3: return {"exl3", 1, 0};  // no byte layout: see row_bytes
   }
   return {"?", 1, 1};
 }
 
 constexpr std::string_view name(dtype t) { return traits(t).name; }
-constexpr bool is_quantized(dtype t) { return traits(t).block_elems > 1; }
+constexpr bool is_quantized(dtype t) { return t == dtype::exl3 || traits(t).block_elems > 1; }
 
 // Bytes of one row of `n` elements; nullopt when n is not a multiple of the block size
-// or the size does not fit in int64.
+// or the size does not fit in int64, and always for exl3 (its rows are not byte ranges).
 constexpr std::optional<int64_t> row_bytes(dtype t, int64_t n) {
+  if (t == dtype::exl3) return std::nullopt;
   auto tr = traits(t);
   if (n < 0 || n % tr.block_elems != 0) return std::nullopt;
   if (n / tr.block_elems > INT64_MAX / tr.block_bytes) return std::nullopt;  // would overflow

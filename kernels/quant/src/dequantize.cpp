@@ -68,7 +68,8 @@ void dequantize_row(dtype t, const void* src, float* dst, int64_t n) {
     case dtype::q8_0: dequantize_row_q8_0(static_cast<const block_q8_0*>(src), dst, n); return;
     case dtype::i32:
     case dtype::i64:
-    case dtype::u8: break;
+    case dtype::u8:
+    case dtype::exl3: break;
   }
   throw error("dequantize_row: " + std::string(name(t)) + " is not a floating-point weight type");
 }

@@ -1,0 +1,106 @@
+#include "hf_config.hpp"
+
+#include <fstream>
+#include <iterator>
+
+#include <boost/json.hpp>
+
+#include "tandem/error.hpp"
+
+namespace tandem::exl3_plugin {
+namespace json = boost::json;
+namespace {
+
+// A positive integer field of config.json, or `fallback` (-1 = required).
+int64_t int_field(const json::object& o, std::string_view key, const std::string& file,
+                  int64_t fallback = -1) {
+  const json::value* v = o.if_contains(key);
+  if (!v || v->is_null()) {
+    if (fallback < 0) throw model_error(file, std::string(key) + " is missing");
+    return fallback;
+  }
+  int64_t x = 0;
+  if (v->is_int64()) x = v->get_int64();
+  else if (v->is_uint64() && v->get_uint64() < (1ULL << 62)) x = static_cast<int64_t>(v->get_uint64());
+  else throw model_error(file, std::string(key) + " is not an integer");
+  if (x <= 0 || x > (int64_t(1) << 31)) throw model_error(file, std::string(key) + " is out of range");
+  return x;
+}
+
+double number_field(const json::object& o, std::string_view key, const std::string& file, double fallback) {
+  const json::value* v = o.if_contains(key);
+  if (!v || v->is_null()) return fallback;
+  if (v->is_double()) return v->get_double();
+  if (v->is_int64()) return static_cast<double>(v->get_int64());
+  if (v->is_uint64()) return static_cast<double>(v->get_uint64());
+  throw model_error(file, std::string(key) + " is not a number");
+}
+
+}  // namespace
+
+json::value read_json(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw model_error(file.string(), "cannot open");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  json::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec) throw model_error(file.string(), "is not valid JSON: " + ec.message());
+  if (!v.is_object()) throw model_error(file.string(), "is not a JSON object");
+  return v;
+}
+
+llama_config read_llama_config(const std::filesystem::path& dir, model_metadata& meta) {
+  const std::string file = (dir / "config.json").string();
+  llama_config c;
+  c.raw = read_json(dir / "config.json");
+  const json::object& o = c.raw.as_object();
+  const json::value* mt = o.if_contains("model_type");
+  if (!mt || !mt->is_string() || mt->as_string() != "llama")
+    throw model_error(file, "model_type is " + (mt ? json::serialize(*mt) : std::string("missing")) +
+                                "; weights.exl3 reads llama models");
+  const json::value* qc = o.if_contains("quantization_config");
+  const json::value* qm = qc && qc->is_object() ? qc->as_object().if_contains("quant_method") : nullptr;
+  if (!qm || !qm->is_string() || qm->as_string() != "exl3")
+    throw model_error(file, "quantization_config.quant_method is not \"exl3\"");
+  if (const json::value* rs = o.if_contains("rope_scaling"); rs && !rs->is_null() &&
+                                                            !(rs->is_object() && rs->as_object().empty()))
+    throw model_error(file, "rope_scaling " + json::serialize(*rs) + " is not supported");
+  if (const json::value* ab = o.if_contains("attention_bias"); ab && ab->is_bool() && ab->get_bool())
+    throw model_error(file, "attention_bias is not supported by the llama engine");
+
+  c.hidden = int_field(o, "hidden_size", file);
+  c.layers = int_field(o, "num_hidden_layers", file);
+  c.heads = int_field(o, "num_attention_heads", file);
+  c.kv_heads = int_field(o, "num_key_value_heads", file, c.heads);
+  c.head_dim = int_field(o, "head_dim", file, c.hidden / c.heads);
+  c.ffn = int_field(o, "intermediate_size", file);
+  c.vocab = int_field(o, "vocab_size", file);
+  c.context = int_field(o, "max_position_embeddings", file);
+  if (const json::value* t = o.if_contains("tie_word_embeddings"); t && t->is_bool()) c.tie_embeddings = t->get_bool();
+  if (c.heads % c.kv_heads != 0) throw model_error(file, "num_attention_heads is not a multiple of num_key_value_heads");
+  if (c.head_dim % 2 != 0) throw model_error(file, "head_dim is odd");
+
+  meta.set("general.architecture", std::string("llama"));
+  if (const json::value* n = o.if_contains("_name_or_path"); n && n->is_string())
+    meta.set("general.name", std::string(n->as_string()));
+  meta.set("llama.block_count", c.layers);
+  meta.set("llama.context_length", c.context);
+  meta.set("llama.embedding_length", c.hidden);
+  meta.set("llama.feed_forward_length", c.ffn);
+  meta.set("llama.attention.head_count", c.heads);
+  meta.set("llama.attention.head_count_kv", c.kv_heads);
+  meta.set("llama.attention.key_length", c.head_dim);
+  meta.set("llama.attention.value_length", c.head_dim);
+  meta.set("llama.rope.dimension_count", c.head_dim);
+  meta.set("llama.rope.freq_base", number_field(o, "rope_theta", file, 10000.0));
+  meta.set("llama.attention.layer_norm_rms_epsilon", number_field(o, "rms_norm_eps", file, 1e-6));
+  meta.set("llama.vocab_size", c.vocab);
+  const json::object& q = qc->as_object();
+  meta.set("exl3.bits", number_field(q, "bits", file, 0.0));
+  meta.set("exl3.head_bits", number_field(q, "head_bits", file, 0.0));
+  if (const json::value* v = q.if_contains("version"); v && v->is_string())
+    meta.set("exl3.version", std::string(v->as_string()));
+  return c;
+}
+
+}  // namespace tandem::exl3_plugin
