@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cpu_weights.hpp"
+#include "exl3_linear.hpp"
 #include "host_memory.hpp"
 #include "tandem/error.hpp"
 #include "tandem/weight_format.hpp"
@@ -44,7 +45,8 @@ cpu_backend::cpu_backend(const cpu_options& opt)
     : kernels_(opt.kernels ? opt.kernels : &best_kernels()),
       pool_(pick_threads(opt.threads)),
       memory_budget_(pick_budget(opt.memory_mb)),
-      float_linear_(opt.float_linear) {}
+      float_linear_(opt.float_linear),
+      exl3_exact_(opt.exl3_exact) {}
 
 std::string cpu_backend::describe() const {
   return "backend.cpu: " + std::to_string(pool_.size()) + " threads, " +
@@ -67,6 +69,8 @@ void cpu_backend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
 
 std::unique_ptr<linear_weight> cpu_backend::load_linear(const tensor_info& w) {
   if (w.shape.size() != 2) weight_fail(w, "is not a 2-D linear weight");
+  if (w.type == dtype::exl3)
+    return load_exl3_linear(w, exl3_exact_ ? exl3_mode::exact : exl3_mode::reconstruct, pool_);
   check_tensor_bytes(w);
   const int64_t out = w.shape[0], in = w.shape[1];
   switch (w.type) {

@@ -28,6 +28,9 @@ struct cpu_options {
   // Quantized linears: false = activations quantized to q8 blocks, integer dots (fast, as
   // llama.cpp does); true = weights dequantized to f32 and float dots (exact reference).
   bool float_linear = false;
+  // EXL3 linears: false = decoded to f32 at load; true = the rotated-space reference per
+  // call (see exl3_linear.hpp).
+  bool exl3_exact = false;
 };
 
 class cpu_backend final : public backend {
@@ -71,6 +74,7 @@ class cpu_backend final : public backend {
   size_t memory_budget_;
   linear_scratch scratch_;
   bool float_linear_;
+  bool exl3_exact_;
   rope_cache rope_cache_;
 };
 

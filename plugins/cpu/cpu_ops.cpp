@@ -3,6 +3,7 @@
 
 #include "attention.hpp"
 #include "cpu_backend.hpp"
+#include "exl3_linear.hpp"
 #include "cpu_weights.hpp"
 #include "tandem/error.hpp"
 #include "tandem_ref/sampling.hpp"
@@ -54,6 +55,7 @@ void cpu_backend::add_rms_norm(tensor_view residual, tensor_view x, tensor_view 
 }
 
 void cpu_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) {
+  if (run_exl3_linear(w, x, y, pool_)) return;
   const cpu_linear& lw = as_cpu(w, "linear");
   const rows_view xv = f32_rows(x, "linear", "x"), yv = f32_rows(y, "linear", "y");
   check_cols(xv, lw.in_features(), "linear", "x");

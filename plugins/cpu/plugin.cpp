@@ -16,6 +16,10 @@ const config_key keys[] = {
     {"linear", config_type::string, "q8",
      "quantized linears: q8 = activations quantized to 8 bits, integer dots (fast); "
      "float = weights dequantized, f32 dots (exact reference)", 0, 0, "q8|float"},
+    {"exl3", config_type::string, "reconstruct",
+     "EXL3 linears: reconstruct = decoded once at load to f32 in the original basis (fast); "
+     "exact = kept as trellises, each call runs the rotated-space reference with the GPU's "
+     "fp16 roundings", 0, 0, "reconstruct|exact"},
 };
 
 plugin_object* create(const plugin_context& ctx) {
@@ -24,6 +28,7 @@ plugin_object* create(const plugin_context& ctx) {
     if (ctx.cfg->has("threads")) opt.threads = static_cast<int>(ctx.cfg->get_int("threads"));
     if (ctx.cfg->has("memory_mb")) opt.memory_mb = ctx.cfg->get_int("memory_mb");
     if (ctx.cfg->has("linear")) opt.float_linear = ctx.cfg->get_string("linear") == "float";
+    if (ctx.cfg->has("exl3")) opt.exl3_exact = ctx.cfg->get_string("exl3") == "exact";
   }
   auto* be = new cpu_backend(opt);
   if (ctx.log != nullptr) ctx.log->info(be->describe());
