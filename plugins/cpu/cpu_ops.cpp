@@ -56,6 +56,7 @@ void cpu_backend::add_rms_norm(tensor_view residual, tensor_view x, tensor_view 
 
 void cpu_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) {
   if (run_exl3_linear(w, x, y, pool_)) return;
+  if (run_group(w, x, y)) return;
   const cpu_linear& lw = as_cpu(w, "linear");
   const rows_view xv = f32_rows(x, "linear", "x"), yv = f32_rows(y, "linear", "y");
   check_cols(xv, lw.in_features(), "linear", "x");
@@ -75,6 +76,10 @@ void cpu_backend::rope(tensor_view x, tensor_view positions, const rope_params& 
 void cpu_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_storage& kv, int layer,
                             const attention_batch& batch, float scale, tensor_view out) {
   const char* op = "attention";
+  if (batch.rope != nullptr) {  // no fusion here: the same rotation rope() does
+    rope(q, batch.positions, *batch.rope);
+    rope(k, batch.positions, *batch.rope);
+  }
   auto* ckv = dynamic_cast<cpu_kv*>(&kv);
   if (ckv == nullptr) fail(op, "the KV pool was not allocated by backend.cpu");
   const ref::paged_kv pool = ckv->layer(layer);

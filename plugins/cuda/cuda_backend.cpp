@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "check.hpp"
@@ -28,6 +30,7 @@ cuda_backend::cuda_backend(const cuda_options& opt) : opt_(opt) {
   cublas_ws_ = std::make_unique<cuda_buffer>(cublas_workspace_bytes);
   check(cublasSetWorkspace(cublas_, cublas_ws_->data(), cublas_workspace_bytes), "init");
   check(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "init");
+  if (const char* p = std::getenv("TANDEM_CUDA_PROFILE"); p != nullptr && std::string(p) == "1") prof_.enable(true);
 }
 
 cuda_backend::~cuda_backend() {
@@ -42,10 +45,10 @@ std::string cuda_backend::describe() const {
   char line[512];
   std::snprintf(line, sizeof line,
                 "CUDA %s (sm_%d%d, %d SMs, %.1f of %.1f GiB free): f32 activations and KV, "
-                "Q4_1/Q8_0 GEMV, f16 tensor-core GEMM for prefill, CUDA graphs %s",
+                "Q4_1/Q8_0 GEMV (%s activations), f16 tensor-core GEMM for prefill, CUDA graphs %s",
                 prop_.name, prop_.major, prop_.minor, prop_.multiProcessorCount,
                 static_cast<double>(free_b) / (1 << 30), static_cast<double>(total_b) / (1 << 30),
-                opt_.graphs ? "on" : "off");
+                opt_.q8_activations ? "q8" : "f32", opt_.graphs ? "on" : "off");
   return line;
 }
 
@@ -76,6 +79,16 @@ void cuda_backend::synchronize() { check(cudaStreamSynchronize(stream_), "synchr
 
 std::unique_ptr<linear_weight> cuda_backend::load_linear(const tensor_info& w) {
   return std::make_unique<cuda_linear>(w, opt_.gemm, stream_);
+}
+
+std::unique_ptr<linear_weight> cuda_backend::load_linear_group(std::span<const tensor_info* const> parts) {
+  // One matrix when the parts can be concatenated (same type and width); else the
+  // default group of separate linears.
+  for (const tensor_info* p : parts)
+    if (p->type != parts.front()->type || p->shape.size() != 2 || parts.front()->shape.size() != 2 ||
+        p->shape[1] != parts.front()->shape[1] || parts.size() > 4)
+      return backend::load_linear_group(parts);
+  return std::make_unique<cuda_linear>(parts, opt_.gemm, stream_);
 }
 
 std::unique_ptr<device_buffer> cuda_backend::load_tensor(const tensor_info& t, dtype as) {
@@ -115,7 +128,7 @@ void cuda_backend::drop_graphs() {
 }
 
 void cuda_backend::run_recorded(uint64_t key, const std::function<void()>& body) {
-  if (!opt_.graphs || capturing_) return body();
+  if (!opt_.graphs || capturing_ || prof_.enabled()) return body();
   if (auto it = graphs_.find(key); it != graphs_.end()) {
     check(cudaGraphLaunch(it->second, stream_), "graph replay");
     return;

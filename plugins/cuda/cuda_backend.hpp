@@ -1,10 +1,13 @@
 #pragma once
 // backend.cuda: the llama ops on one NVIDIA GPU.
 //
-// Activations are f32 in device memory and the KV pool is f32, so results match
-// backend.cpu's reference up to summation order. Linears read the GGML blocks directly
-// when a step has at most 8 token rows (decode) and run an f16 tensor-core GEMM (cuBLAS,
-// fp32 accumulation, weights dequantized to f16 once at load) for larger steps (prefill).
+// Activations are f32 in device memory and the KV pool is f32. Linears read the GGML
+// blocks directly when a step has at most 8 token rows (decode: activations quantized to
+// 8 bits as backend.cpu's default linear does, dp4a dots; or f32 dots, which match
+// backend.cpu's `linear: float` up to summation order) and run an f16 tensor-core GEMM
+// (cuBLAS, fp32 accumulation, weights dequantized to f16 once at load) for larger steps
+// (prefill). Grouped linears (q/k/v, gate/up) are one matrix and one launch; decode
+// attention rotates q/k, writes the KV pool and merges its splits in one launch.
 // Every op is enqueued on one stream; run_recorded() captures a step into a CUDA graph the
 // first time a key is seen and replays it afterwards. CUDA failures throw device_error
 // naming the op.
@@ -19,9 +22,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <span>
 #include <unordered_map>
 
 #include "device_memory.hpp"
+#include "op_profiler.hpp"
+#include "tandem/backend.hpp"
+#include "tandem_cuda/kernels.hpp"
 #include "tandem/backend.hpp"
 
 namespace tandem::cuda {
@@ -31,6 +38,7 @@ struct cuda_options {
   int64_t memory_mb = 0;  // KV and workspace budget; 0 = 90% of free memory less 2 GiB
   bool graphs = true;     // record run_recorded() bodies as CUDA graphs
   bool gemm = true;       // tensor-core GEMM for steps of more than 8 rows (else GEMV only)
+  bool q8_activations = true;  // decode GEMV with activations quantized as backend.cpu's q8 (else f32)
 };
 
 class cuda_backend final : public backend {
@@ -53,6 +61,7 @@ class cuda_backend final : public backend {
   std::unique_ptr<linear_weight> load_linear(const tensor_info& w) override;
   std::unique_ptr<device_buffer> load_tensor(const tensor_info& t, dtype as) override;
   std::unique_ptr<kv_storage> alloc_kv(const kv_layout& layout) override;
+  std::unique_ptr<linear_weight> load_linear_group(std::span<const tensor_info* const> parts) override;
 
   void embed(const linear_weight& table, tensor_view ids, tensor_view out) override;
   void rms_norm(tensor_view x, tensor_view weight, float eps, tensor_view out) override;
@@ -72,6 +81,7 @@ class cuda_backend final : public backend {
 
   cudaStream_t stream() const { return stream_; }
   size_t recorded_graphs() const { return graphs_.size(); }
+  op_profiler& profiler() { return prof_; }
 
  private:
   void* grow(scratch& s, size_t bytes, const char* op);  // drops graphs when it reallocates
@@ -82,7 +92,9 @@ class cuda_backend final : public backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<cuda_buffer> cublas_ws_;
-  scratch x16_, attn_part_, sampler_ws_, sampler_params_;
+  void gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y);
+  scratch x16_, attn_part_, attn_tickets_, q8_, sampler_ws_, sampler_params_;
+  op_profiler prof_;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
   bool capturing_ = false;
 };

@@ -1,4 +1,5 @@
 // backend.cuda ops: view checks on the host, then one launcher each (tandem_cuda/kernels.hpp).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@ void same_shape(const tensor_view& a, const tensor_view& b, const char* op) {
 }  // namespace
 
 void cuda_backend::embed(const linear_weight& table, tensor_view ids, tensor_view out) {
+  op_profiler::scope timed(prof_, "embed", stream_);
   const cuda_linear& t = as_cuda(table, "embed");
   const int64_t n = ids.numel();
   if (out.rows() != n || out.cols() != t.in_features()) bad("embed", "out must be [n, embedding width]");
@@ -52,6 +54,7 @@ void cuda_backend::embed(const linear_weight& table, tensor_view ids, tensor_vie
 }
 
 void cuda_backend::rms_norm(tensor_view x, tensor_view weight, float eps, tensor_view out) {
+  op_profiler::scope timed(prof_, "rms_norm", stream_);
   same_shape(x, out, "rms_norm");
   if (weight.numel() != x.cols()) bad("rms_norm", "weight must have one value per column");
   cuda::rms_norm(f32(x, "rms_norm", "x"), f32(weight, "rms_norm", "weight"), eps, x.rows(), x.cols(),
@@ -61,6 +64,7 @@ void cuda_backend::rms_norm(tensor_view x, tensor_view weight, float eps, tensor
 
 void cuda_backend::add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
                                 tensor_view out) {
+  op_profiler::scope timed(prof_, "add_rms_norm", stream_);
   same_shape(residual, x, "add_rms_norm");
   same_shape(residual, out, "add_rms_norm");
   if (weight.numel() != x.cols()) bad("add_rms_norm", "weight must have one value per column");
@@ -70,7 +74,21 @@ void cuda_backend::add_rms_norm(tensor_view residual, tensor_view x, tensor_view
   check_launch("add_rms_norm");
 }
 
+void cuda_backend::gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y) {
+  const bool q8 = opt_.q8_activations && gemv_q8_supported(m);
+  for (int64_t r = 0; r < n; r += gemv_max_tokens) {
+    const int64_t rows = std::min(gemv_max_tokens, n - r);
+    if (q8) {
+      void* ws = grow(q8_, std::max<size_t>(gemv_q8_scratch_bytes(rows, m.in), 16), "linear");
+      gemv_q8(m, x + r * m.in, rows, y + r * m.out, ws, stream_);
+    } else {
+      gemv(m, x + r * m.in, rows, y + r * m.out, stream_);
+    }
+  }
+}
+
 void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) {
+  op_profiler::scope timed(prof_, "linear", stream_);
   const cuda_linear& lw = as_cuda(w, "linear");
   const dev_matrix& m = lw.matrix();
   // Views may be [n, in] or [n, heads, head_dim]: only the element counts must agree.
@@ -81,9 +99,10 @@ void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) 
   const float* xp = f32(x, "linear", "x");
   float* yp = f32(y, "linear", "y");
   if (n <= gemv_max_tokens || lw.f16() == nullptr) {
-    for (int64_t r = 0; r < n; r += gemv_max_tokens) {
-      const int64_t rows = std::min(gemv_max_tokens, n - r);
-      gemv(m, xp + r * m.in, rows, yp + r * m.out, stream_);
+    if (n <= gemv_max_tokens) {
+      gemv_rows(m, xp, n, yp);  // one launch, segment-major output for groups
+    } else {
+      for (int i = 0; i < m.n_segs; ++i) gemv_rows(segment_of(m, i), xp, n, yp + n * m.seg[i]);
     }
     check_launch("linear (gemv)");
     return;
@@ -91,16 +110,21 @@ void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) 
   auto* x16 = static_cast<__half*>(grow(x16_, static_cast<size_t>(n * m.in) * 2, "linear"));
   f32_to_f16(xp, n * m.in, x16, stream_);
   check_launch("linear (convert)");
-  // Row-major y [n, out] = x [n, in] W^T is column-major y^T = W x^T with W^T stored as [in, out].
+  // Row-major y [n, out] = x [n, in] W^T is column-major y^T = W x^T with W^T stored as
+  // [in, out]; a group runs one GEMM per segment into its own slice of y.
   const float alpha = 1.0f, beta = 0.0f;
-  check(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m.out), static_cast<int>(n),
-                     static_cast<int>(m.in), &alpha, lw.f16(), CUDA_R_16F, static_cast<int>(m.in), x16,
-                     CUDA_R_16F, static_cast<int>(m.in), &beta, yp, CUDA_R_32F, static_cast<int>(m.out),
-                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-        "linear (gemm)");
+  for (int i = 0; i < m.n_segs; ++i) {
+    const int64_t start = m.seg[i], rows = m.seg[i + 1] - start;
+    check(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n),
+                       static_cast<int>(m.in), &alpha, lw.f16() + start * m.in, CUDA_R_16F,
+                       static_cast<int>(m.in), x16, CUDA_R_16F, static_cast<int>(m.in), &beta, yp + n * start,
+                       CUDA_R_32F, static_cast<int>(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "linear (gemm)");
+  }
 }
 
 void cuda_backend::rope(tensor_view x, tensor_view positions, const rope_params& p) {
+  op_profiler::scope timed(prof_, "rope", stream_);
   if (x.ndim != 3) bad("rope", "x must be [n, heads, head_dim]");
   if (positions.numel() != x.shape[0]) bad("rope", "one position per token row");
   const int rot = p.rotary_dims == 0 ? static_cast<int>(x.shape[2]) : p.rotary_dims;
@@ -112,6 +136,7 @@ void cuda_backend::rope(tensor_view x, tensor_view positions, const rope_params&
 
 void cuda_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_storage& kv, int layer,
                              const attention_batch& batch, float scale, tensor_view out) {
+  op_profiler::scope timed(prof_, batch.n_tokens == batch.n_seqs ? "attention (decode)" : "attention (prefill)", stream_);
   auto* ckv = dynamic_cast<cuda_kv*>(&kv);
   if (!ckv) bad("attention", "KV storage was not allocated by backend.cuda");
   const dev_kv pool = ckv->layer(layer);
@@ -131,20 +156,44 @@ void cuda_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_sto
   b.seq_lens = i32(batch.seq_lens, "attention", "seq_lens");
   b.page_table = i32(batch.page_table, "attention", "page_table");
   b.slot_mapping = i32(batch.slot_mapping, "attention", "slot_mapping");
+  const bool decode = batch.n_tokens == batch.n_seqs && n_heads / pool.n_kv_heads <= 8;
+  dev_rope dr;
+  if (batch.rope != nullptr) {
+    dr = {true, batch.rope->theta, batch.rope->rotary_dims, batch.rope->neox};
+    const int rot = dr.rotary_dims == 0 ? pool.head_dim : dr.rotary_dims;
+    if (rot <= 0 || rot > pool.head_dim || rot % 2 != 0) bad("attention", "rotary_dims must be even and within head_dim");
+  }
+  if (decode) {
+    const decode_plan plan = plan_decode(b.n_seqs, pool.n_kv_heads, b.max_pages, pool.page_size, pool.head_dim, n_heads);
+    void* part = grow(attn_part_, plan.scratch_bytes, "attention");
+    if (attn_tickets_.grow(plan.ticket_bytes)) {
+      // Zeroed once; every launch leaves them zeroed again.
+      if (capturing_) bad("attention", "needs more scratch while recording");
+      check(cudaMemsetAsync(attn_tickets_.data(), 0, plan.ticket_bytes, stream_), "attention");
+      drop_graphs();
+    }
+    attention_decode(f32(q, "attention", "q"), f32(k, "attention", "k"), f32(v, "attention", "v"), n_heads, pool, b,
+                     dr, scale, f32(out, "attention", "out"), plan, part, static_cast<int*>(attn_tickets_.data()),
+                     stream_);
+    check_launch("attention (decode)");
+    return;
+  }
+  if (dr.on) {
+    const int32_t* positions = i32(batch.positions, "attention", "positions");
+    cuda::rope(f32(q, "attention", "q"), q.shape[0], q.shape[1], q.shape[2], positions, dr.theta, dr.rotary_dims,
+               dr.neox, stream_);
+    cuda::rope(f32(k, "attention", "k"), k.shape[0], k.shape[1], k.shape[2], positions, dr.theta, dr.rotary_dims,
+               dr.neox, stream_);
+    check_launch("attention (rope)");
+  }
   kv_write(f32(k, "attention", "k"), f32(v, "attention", "v"), b, pool, stream_);
   check_launch("attention (kv write)");
-  const bool decode = batch.n_tokens == batch.n_seqs && n_heads / pool.n_kv_heads <= 8;
-  if (decode) {
-    const int64_t floats = decode_scratch_floats(b.n_seqs, n_heads, pool.head_dim, b.max_pages, pool.page_size);
-    auto* part = static_cast<float*>(grow(attn_part_, static_cast<size_t>(floats) * 4, "attention"));
-    attention_decode(f32(q, "attention", "q"), n_heads, pool, b, scale, f32(out, "attention", "out"), part, stream_);
-  } else {
-    attention_prefill(f32(q, "attention", "q"), n_heads, pool, b, scale, f32(out, "attention", "out"), stream_);
-  }
-  check_launch(decode ? "attention (decode)" : "attention (prefill)");
+  attention_prefill_tc(f32(q, "attention", "q"), n_heads, pool, b, scale, f32(out, "attention", "out"), stream_);
+  check_launch("attention (prefill)");
 }
 
 void cuda_backend::silu_mul(tensor_view gate, tensor_view up, tensor_view out) {
+  op_profiler::scope timed(prof_, "silu_mul", stream_);
   same_shape(gate, up, "silu_mul");
   same_shape(gate, out, "silu_mul");
   cuda::silu_mul(f32(gate, "silu_mul", "gate"), f32(up, "silu_mul", "up"), gate.numel(),
@@ -153,6 +202,7 @@ void cuda_backend::silu_mul(tensor_view gate, tensor_view up, tensor_view out) {
 }
 
 void cuda_backend::add(tensor_view a, tensor_view b, tensor_view out) {
+  op_profiler::scope timed(prof_, "add", stream_);
   same_shape(a, b, "add");
   same_shape(a, out, "add");
   cuda::add(f32(a, "add", "a"), f32(b, "add", "b"), a.numel(), f32(out, "add", "out"), stream_);
@@ -160,6 +210,7 @@ void cuda_backend::add(tensor_view a, tensor_view b, tensor_view out) {
 }
 
 void cuda_backend::gather_rows(tensor_view x, tensor_view rows, tensor_view out) {
+  op_profiler::scope timed(prof_, "gather_rows", stream_);
   if (out.rows() != rows.numel() || out.cols() != x.cols()) bad("gather_rows", "out must be [m, d]");
   cuda::gather_rows(f32(x, "gather_rows", "x"), x.rows(), x.cols(), i32(rows, "gather_rows", "rows"),
                     rows.numel(), f32(out, "gather_rows", "out"), stream_);
@@ -167,6 +218,7 @@ void cuda_backend::gather_rows(tensor_view x, tensor_view rows, tensor_view out)
 }
 
 void cuda_backend::sample(tensor_view logits, std::span<const sampling_params> params, tensor_view ids) {
+  op_profiler::scope timed(prof_, "sample", stream_);
   const int64_t m = logits.rows();
   const int vocab = static_cast<int>(logits.cols());
   if (static_cast<int64_t>(params.size()) != m || ids.numel() != m) bad("sample", "one parameter set and id per row");

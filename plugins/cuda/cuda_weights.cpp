@@ -31,6 +31,36 @@ void repack(const Block* src, int64_t blocks, std::vector<uint8_t>& qs, std::vec
 }  // namespace
 
 cuda_linear::cuda_linear(const tensor_info& t, bool with_f16, cudaStream_t stream) : type_(t.type) {
+  upload_weight(t, with_f16, stream);
+}
+
+cuda_linear::cuda_linear(std::span<const tensor_info* const> parts, bool with_f16, cudaStream_t stream) {
+  if (parts.empty() || parts.size() > 4) throw error("backend.cuda: a linear group has 1 to 4 parts");
+  const tensor_info& first = *parts.front();
+  std::string name = "group(";
+  std::vector<uint8_t> bytes;
+  int64_t out = 0;
+  for (const tensor_info* p : parts) {
+    if (p->shape.size() != 2 || p->type != first.type || p->shape[1] != first.shape[1])
+      throw error("backend.cuda: linear group parts " + first.name + " and " + p->name +
+                  " differ in type or input width");
+    const auto rb = row_bytes(p->type, p->shape[1]);
+    if (!rb || p->nbytes < static_cast<size_t>(*rb * p->shape[0]))
+      throw error("backend.cuda: linear " + p->name + " is truncated");
+    const auto* d = static_cast<const uint8_t*>(p->data);
+    bytes.insert(bytes.end(), d, d + *rb * p->shape[0]);
+    name += (out ? "," : "") + p->name;
+    out += p->shape[0];
+  }
+  tensor_info cat{name + ")", first.type, {out, first.shape[1]}, bytes.data(), bytes.size()};
+  type_ = cat.type;
+  upload_weight(cat, with_f16, stream);
+  m_.n_segs = static_cast<int>(parts.size());
+  int64_t end = 0;
+  for (size_t i = 0; i < parts.size(); ++i) m_.seg[i + 1] = end += parts[i]->shape[0];
+}
+
+void cuda_linear::upload_weight(const tensor_info& t, bool with_f16, cudaStream_t stream) {
   if (t.shape.size() != 2)
     throw error("backend.cuda: linear " + t.name + " must be 2-D, has " + std::to_string(t.shape.size()) + " dims");
   m_.out = t.shape[0];
@@ -68,6 +98,8 @@ cuda_linear::cuda_linear(const tensor_info& t, bool with_f16, cudaStream_t strea
   }
   m_.qs = qs_->data();
   m_.scales = scales_ ? scales_->data() : nullptr;
+  m_.n_segs = 1;
+  m_.seg[0] = 0, m_.seg[1] = m_.out;
   if (with_f16) {
     f16_ = std::make_unique<cuda_buffer>(static_cast<size_t>(m_.out * m_.in) * 2);
     dequantize_f16(m_, static_cast<__half*>(f16_->data()), stream);

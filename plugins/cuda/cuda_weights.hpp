@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "device_memory.hpp"
@@ -20,6 +21,9 @@ class cuda_linear final : public linear_weight {
   // Uploads `t` (q4_1, q8_0 as they are; f32, f16, bf16 as f32). tandem::error for other
   // types, non-2-D shapes or rows that are not whole 32-element blocks.
   cuda_linear(const tensor_info& t, bool with_f16, cudaStream_t stream);
+  // Parts {out_i, in} of one type, rows concatenated: a grouped linear whose output is
+  // segment-major (dev_matrix). tandem::error when types or widths differ.
+  cuda_linear(std::span<const tensor_info* const> parts, bool with_f16, cudaStream_t stream);
 
   int64_t in_features() const override { return m_.in; }
   int64_t out_features() const override { return m_.out; }
@@ -29,6 +33,8 @@ class cuda_linear final : public linear_weight {
   const __half* f16() const { return f16_ ? static_cast<const __half*>(f16_->data()) : nullptr; }
 
  private:
+  void upload_weight(const tensor_info& t, bool with_f16, cudaStream_t stream);
+
   dtype type_;
   dev_matrix m_;
   std::unique_ptr<cuda_buffer> qs_, scales_, f16_;

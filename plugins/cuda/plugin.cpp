@@ -18,6 +18,8 @@ const config_key keys[] = {
     {"graphs", config_type::boolean, "true", "record decode steps as CUDA graphs and replay them"},
     {"gemm", config_type::boolean, "true",
      "f16 tensor-core GEMM for steps of more than 8 tokens (weights dequantized once at load)"},
+    {"q8_activations", config_type::boolean, "true",
+     "decode GEMV quantizes activations to 8 bits as backend.cpu's default linear (false: f32 dots, as linear=float)"},
 };
 
 // The module carries machine code for sm_90a (H100/H200) and sm_121a (GB10) only.
@@ -41,6 +43,7 @@ plugin_object* create(const plugin_context& ctx) {
     if (ctx.cfg->has("memory_mb")) opt.memory_mb = ctx.cfg->get_int("memory_mb");
     if (ctx.cfg->has("graphs")) opt.graphs = ctx.cfg->get_bool("graphs");
     if (ctx.cfg->has("gemm")) opt.gemm = ctx.cfg->get_bool("gemm");
+    if (ctx.cfg->has("q8_activations")) opt.q8_activations = ctx.cfg->get_bool("q8_activations");
   }
   auto* be = new cuda_backend(opt);
   if (ctx.log != nullptr) ctx.log->info(be->describe());

@@ -9,8 +9,15 @@
 //    only: ||gpu - ref|| / ||ref|| < 1e-5 (attention: 2e-5, its softmax is rescaled online);
 //  - the f16 tensor-core GEMM rounds x and W to f16 (2^-11 relative each) and accumulates
 //    in fp32: relative error < 2e-3;
+//  - the q8 GEMV (activations quantized as backend.cpu's quantize_q8, integer block dots)
+//    against a host mirror of backend.cpu's scalar q8 path: the integers are identical, only
+//    the float sums' order differs: < 1e-5;
 //  - copies (embedding, gather, KV write, add) and sampling are exact.
+// `gpu()` runs the f32 GEMV (q8_activations off) so the fp32 tolerances apply; `gpu_q8()`
+// is the default configuration.
 #include <cstdio>
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "cuda_weights.hpp"
@@ -28,8 +35,57 @@ using test::dvec;
 namespace {
 
 cuda::cuda_backend& gpu() {
+  static cuda::cuda_backend be({.q8_activations = false});
+  return be;
+}
+
+cuda::cuda_backend& gpu_q8() {
   static cuda::cuda_backend be;
   return be;
+}
+
+// backend.cpu's scalar q8 linear (plugins/cpu/kernels_scalar.cpp), restated: x quantized
+// per 32-block (d = amax / 127, q = rint(x / d) clamped, s = d * sum q), integer dots with
+// the weight's quants, d_w d_x dot + m_w s_x per block (Q4_1; Q8_0 has no m term).
+std::vector<float> q8_linear_ref(dtype type, const void* w, int64_t out, int64_t in, const std::vector<float>& x,
+                                 int64_t n) {
+  const int64_t nb = in / 32;
+  std::vector<float> y(n * out);
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<int8_t> q(in);
+    std::vector<float> d(nb), s(nb);
+    for (int64_t b = 0; b < nb; ++b) {
+      float amax = 0.0f;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[t * in + b * 32 + j]));
+      d[b] = amax / 127.0f;
+      const float id = d[b] > 0.0f ? 1.0f / d[b] : 0.0f;
+      int sum = 0;
+      for (int j = 0; j < 32; ++j) {
+        q[b * 32 + j] = static_cast<int8_t>(std::clamp(static_cast<int>(std::nearbyint(x[t * in + b * 32 + j] * id)), -127, 127));
+        sum += q[b * 32 + j];
+      }
+      s[b] = d[b] * static_cast<float>(sum);
+    }
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = 0.0;
+      for (int64_t b = 0; b < nb; ++b) {
+        int dot = 0;
+        float dw = 0.0f, mw = 0.0f;
+        if (type == dtype::q4_1) {
+          const auto& blk = static_cast<const block_q4_1*>(w)[o * nb + b];
+          for (int j = 0; j < 16; ++j) dot += (blk.qs[j] & 0x0f) * q[b * 32 + j] + (blk.qs[j] >> 4) * q[b * 32 + j + 16];
+          dw = fp16_to_fp32(blk.d), mw = fp16_to_fp32(blk.m);
+        } else {
+          const auto& blk = static_cast<const block_q8_0*>(w)[o * nb + b];
+          for (int j = 0; j < 32; ++j) dot += blk.qs[j] * q[b * 32 + j];
+          dw = fp16_to_fp32(blk.d);
+        }
+        acc += static_cast<double>(dw * d[b] * static_cast<float>(dot) + mw * s[b]);
+      }
+      y[t * out + o] = static_cast<float>(acc);
+    }
+  }
+  return y;
 }
 
 std::mt19937& rng() {
@@ -60,6 +116,56 @@ BOOST_AUTO_TEST_CASE(linear_gemv_and_gemm) {
       check_linear(t, 1000, 96, n);
     }
     for (int64_t n : {9, 33, 128}) check_linear(t, 1536, 576, n);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(linear_q8_activations_match_cpu_q8) {
+  // in = 576 and 1536 quantize x in shared memory; 8192 goes through global scratch.
+  for (dtype t : {dtype::q4_1, dtype::q8_0}) {
+    for (auto [out, in] : {std::pair<int64_t, int64_t>{576, 576}, {1000, 1536}, {64, 8192}}) {
+      for (int64_t n : {1, 3, 8}) {
+        auto w = test::random_weight(rng(), t, out, in);
+        auto x = test::random_floats(rng(), n * in);
+        x[5] = 0.0f;  // a block with a zero does not matter; an all-zero block must give d = 0
+        for (int j = 0; j < 32; ++j) x[32 + j] = 0.0f;
+        const auto ref = q8_linear_ref(t, w.info.data, out, in, x, n);
+        auto lw = gpu_q8().load_linear(w.info);
+        dvec<float> dx(gpu_q8(), x), dy(gpu_q8(), n * out);
+        dy.poison();
+        gpu_q8().linear(*lw, dx.view({n, in}), dy.view({n, out}));
+        const double e = test::rel_err(dy.host(), ref);
+        BOOST_TEST(e < 1e-5, "q8 " << name(t) << " [" << out << " x " << in << "] n=" << n << ": rel err " << e);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(grouped_linear_is_segment_major) {
+  // q/k/v-shaped parts; n <= 8 is one fused GEMV, n > 8 one GEMM per segment.
+  const int64_t in = 576, outs[3] = {576, 192, 192};
+  for (cuda::cuda_backend* be : {&gpu(), &gpu_q8()}) {
+    for (int64_t n : {1, 5, 8, 33}) {
+      std::vector<test::test_weight> ws;
+      for (int64_t o : outs) ws.push_back(test::random_weight(rng(), dtype::q4_1, o, in));
+      const tensor_info* parts[3] = {&ws[0].info, &ws[1].info, &ws[2].info};
+      auto g = be->load_linear_group(parts);
+      BOOST_TEST(g->out_features() == 960);
+      auto x = test::random_floats(rng(), n * in);
+      dvec<float> dx(*be, x), dy(*be, n * 960);
+      dy.poison();
+      be->linear(*g, dx.view({n, in}), dy.view({n, 960}));
+      const auto got = dy.host();
+      int64_t off = 0;
+      for (int i = 0; i < 3; ++i) {
+        std::vector<float> ref(n * outs[i]);
+        if (be == &gpu() || n > 8) ref::linear(dtype::q4_1, ws[i].info.data, outs[i], in, x.data(), n, ref.data());
+        else ref = q8_linear_ref(dtype::q4_1, ws[i].info.data, outs[i], in, x, n);
+        const std::vector<float> part(got.begin() + off, got.begin() + off + n * outs[i]);
+        const double e = test::rel_err(part, ref);
+        BOOST_TEST(e < (n <= 8 ? 1e-5 : 2e-3), "group part " << i << " n=" << n << " q8=" << (be == &gpu_q8()) << ": rel err " << e);
+        off += n * outs[i];
+      }
+    }
   }
 }
 
@@ -135,7 +241,7 @@ namespace {
 
 // One attention case: pool pre-filled with random K/V (the cached tokens), then the batch.
 void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n_kv, int hd, int page,
-                     int64_t n_pages) {
+                     int64_t n_pages, const rope_params* rope = nullptr, int repeats = 1) {
   test::batch_builder bb(seqs, page);
   const int64_t n = bb.batch.n_tokens, slots = n_pages * page, ts = int64_t{n_kv} * hd;
   auto kpool = test::random_floats(rng(), slots * ts), vpool = test::random_floats(rng(), slots * ts);
@@ -144,7 +250,14 @@ void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n
   std::vector<float> ref(n * n_heads * hd), kref = kpool, vref = vpool;
   ref::paged_kv rkv{kref.data(), vref.data(), n_pages, page, n_kv, hd};
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  ref::attention(q.data(), k.data(), v.data(), n_heads, rkv, bb.batch, scale, ref.data());
+  {
+    std::vector<float> qr = q, kr = k;  // attention with batch.rope = rope, then attention
+    if (rope != nullptr) {
+      ref::rope(qr.data(), n, n_heads, hd, bb.positions.data(), *rope);
+      ref::rope(kr.data(), n, n_kv, hd, bb.positions.data(), *rope);
+    }
+    ref::attention(qr.data(), kr.data(), v.data(), n_heads, rkv, bb.batch, scale, ref.data());
+  }
 
   kv_layout lay{1, n_pages, page, n_kv, hd, dtype::f32};
   auto kv = gpu().alloc_kv(lay);
@@ -160,16 +273,23 @@ void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n
   b.page_table = pt.view({ns, b.max_pages_per_seq});
   b.slot_mapping = sm.view({n});
   b.positions = ps.view({n});
+  b.rope = rope;
   dvec<float> dq(gpu(), q), dk(gpu(), k), dv(gpu(), v), out(gpu(), n * n_heads * hd);
-  gpu().attention(dq.view({n, n_heads, hd}), dk.view({n, n_kv, hd}), dv.view({n, n_kv, hd}), *kv, 0, b,
-                  scale, out.view({n, n_heads, hd}));
+  // Repeats run the same step again on fresh q/k copies (decode tickets must reset).
+  for (int r = 0; r < repeats; ++r) {
+    gpu().copy_to_device(dq.buf->data(), q.data(), q.size() * 4);
+    gpu().copy_to_device(dk.buf->data(), k.data(), k.size() * 4);
+    out.poison();
+    gpu().attention(dq.view({n, n_heads, hd}), dk.view({n, n_kv, hd}), dv.view({n, n_kv, hd}), *kv, 0, b,
+                    scale, out.view({n, n_heads, hd}));
+  }
   std::vector<float> kgpu(kpool.size());
   gpu().copy_to_host(kgpu.data(), pool.k, kgpu.size() * 4);
   gpu().synchronize();
   BOOST_TEST(test::max_abs_err(kgpu, kref) == 0.0, "KV write");
   const double e = test::rel_err(out.host(), ref);
   BOOST_TEST(e < 2e-5, "attention " << ns << " seqs, " << n << " tokens, heads " << n_heads << "/" << n_kv
-                                    << " d" << hd << ": rel err " << e);
+                                    << " d" << hd << (rope ? " rope" : "") << " x" << repeats << ": rel err " << e);
 }
 
 std::vector<int32_t> pages_from(int first, int count) {
@@ -192,6 +312,14 @@ BOOST_AUTO_TEST_CASE(attention_prefill_mixed_decode) {
     check_attention({{pages_from(0, 1), 0, 1}, {pages_from(1, 2), 16, 1}, {pages_from(3, 19), 299, 1},
                      {pages_from(22, 63), 999, 1}, {pages_from(85, 257), 4099, 1}},
                     h, kvh, hd, 16, 400);
+    // RoPE inside attention (the engine's path), decode fused and prefill unfused; the
+    // decode step run three times to check the split-merge tickets reset.
+    for (bool neox : {false, true}) {
+      const rope_params rp{100000.0f, 0, neox};
+      check_attention({{pages_from(0, 3), 20, 13}, {pages_from(3, 7), 100, 1}}, h, kvh, hd, 16, 64, &rp);
+      check_attention({{pages_from(0, 1), 0, 1}, {pages_from(1, 19), 299, 1}, {pages_from(20, 257), 4099, 1}},
+                      h, kvh, hd, 16, 400, &rp, 3);
+    }
   }
 }
 

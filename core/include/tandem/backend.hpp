@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "tandem/device.hpp"
 #include "tandem/dtype.hpp"
@@ -77,12 +78,32 @@ struct attention_batch {
   tensor_view page_table;    // i32 [n_seqs, max_pages_per_seq]: pool page of each logical page
   tensor_view slot_mapping;  // i32 [n_tokens]: page * page_size + offset of each new token
   tensor_view positions;     // i32 [n_tokens]: absolute position of each new token
+  // When set, attention() first rotates q and k by `positions` (as rope() would), so a
+  // backend can fuse the rotation into its KV write and decode kernel.
+  const struct rope_params* rope = nullptr;
 };
 
 struct rope_params {
   float theta = 10000.0f;
   int rotary_dims = 0;   // leading dims rotated; 0 = all of head_dim
   bool neox = false;     // false: rotate adjacent pairs (GGUF llama); true: halves
+};
+
+// Linears that share one input, loaded as one weight (q/k/v, gate/up). Their outputs are
+// stored one after another: y holds part 0's [n, out_0], then part 1's [n, out_1], ...
+// (for n = 1 that is the concatenated row). The default keeps the parts and runs them one
+// by one; a backend may fuse them into one kernel over the concatenated rows.
+class TANDEM_API linear_group : public linear_weight {
+ public:
+  explicit linear_group(std::vector<std::unique_ptr<linear_weight>> parts);
+  int64_t in_features() const override { return parts_.front()->in_features(); }
+  int64_t out_features() const override { return out_; }
+  dtype storage_type() const override { return parts_.front()->storage_type(); }
+  const std::vector<std::unique_ptr<linear_weight>>& parts() const { return parts_; }
+
+ private:
+  std::vector<std::unique_ptr<linear_weight>> parts_;
+  int64_t out_ = 0;
 };
 
 class TANDEM_API backend : public plugin_object {
@@ -104,6 +125,10 @@ class TANDEM_API backend : public plugin_object {
   virtual std::unique_ptr<linear_weight> load_linear(const tensor_info& w) = 0;
   virtual std::unique_ptr<device_buffer> load_tensor(const tensor_info& t, dtype as) = 0;
   virtual std::unique_ptr<kv_storage> alloc_kv(const kv_layout& layout) = 0;
+  // Several {out_i, in} weights with the same `in`, as one linear_group-shaped weight (see
+  // linear_group for the output layout). Default: a linear_group of load_linear parts,
+  // which linear() runs through run_group().
+  virtual std::unique_ptr<linear_weight> load_linear_group(std::span<const tensor_info* const> parts);
 
   // out[i] = row ids[i] of the embedding table (dequantized).  ids: [n] -> out: [n, d]
   virtual void embed(const linear_weight& table, tensor_view ids, tensor_view out) = 0;
@@ -137,6 +162,11 @@ class TANDEM_API backend : public plugin_object {
     (void)key;
     body();
   }
+
+ protected:
+  // For linear(): when w is a linear_group, runs each part into its slice of y and
+  // returns true.
+  bool run_group(const linear_weight& w, tensor_view x, tensor_view y);
 };
 
 }  // namespace tandem

@@ -61,6 +61,19 @@ std::unique_ptr<linear_weight> llama_model::linear(const std::string& name, int6
   return be_.load_linear(t);
 }
 
+std::unique_ptr<linear_weight> llama_model::linear_group(
+    const std::vector<std::pair<std::string, int64_t>>& parts, int64_t in) {
+  std::vector<const tensor_info*> infos;
+  for (const auto& [name, out] : parts) {
+    const tensor_info& t = tensor(name);
+    if (t.shape != std::vector<int64_t>{out, in})
+      throw model_error("model", "tensor " + name + " has shape " + shape_str(t.shape) +
+                                     ", expected " + shape_str({out, in}));
+    infos.push_back(&t);
+  }
+  return be_.load_linear_group(infos);
+}
+
 std::unique_ptr<device_buffer> llama_model::norm(const std::string& name) {
   const tensor_info& t = tensor(name);
   if (t.shape != std::vector<int64_t>{hp_.hidden})
@@ -79,12 +92,10 @@ void llama_model::load_weights() {
     layer& L = layers_[l];
     L.attn_norm = norm(blk(l, "attn_norm"));
     L.ffn_norm = norm(blk(l, "ffn_norm"));
-    L.wq = linear(blk(l, "attn_q"), qdim, hp_.hidden);
-    L.wk = linear(blk(l, "attn_k"), kvdim, hp_.hidden);
-    L.wv = linear(blk(l, "attn_v"), kvdim, hp_.hidden);
+    L.wqkv = linear_group({{blk(l, "attn_q"), qdim}, {blk(l, "attn_k"), kvdim}, {blk(l, "attn_v"), kvdim}},
+                          hp_.hidden);
     L.wo = linear(blk(l, "attn_output"), hp_.hidden, qdim);
-    L.gate = linear(blk(l, "ffn_gate"), hp_.ffn, hp_.hidden);
-    L.up = linear(blk(l, "ffn_up"), hp_.ffn, hp_.hidden);
+    L.gate_up = linear_group({{blk(l, "ffn_gate"), hp_.ffn}, {blk(l, "ffn_up"), hp_.ffn}}, hp_.hidden);
     L.down = linear(blk(l, "ffn_down"), hp_.hidden, hp_.ffn);
   }
 }
@@ -192,7 +203,10 @@ void llama_model::forward(const step_plan& plan, bool all_logits) {
 
 void llama_model::run_layers(int n) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
-  rope_params rope{hp_.rope_theta, hp_.rope_dims, false};
+  // The rotation of q and k happens inside attention (fused with the KV write where the
+  // backend can).
+  rope_ = {hp_.rope_theta, hp_.rope_dims, false};
+  batch_.rope = &rope_;
   tensor_view x = ws_.x(n), h = ws_.h(n), proj = ws_.proj(n);
   be_.embed(*tok_embd_, ws_.ids(n), x);
   for (int l = 0; l < hp_.n_layers; ++l) {
@@ -200,11 +214,7 @@ void llama_model::run_layers(int n) {
     // The previous block's output joins the residual stream inside the fused norm.
     if (l == 0) be_.rms_norm(x, norm_view(*L.attn_norm), hp_.rms_eps, h);
     else be_.add_rms_norm(x, proj, norm_view(*L.attn_norm), hp_.rms_eps, h);
-    be_.linear(*L.wq, h, ws_.q(n));
-    be_.linear(*L.wk, h, ws_.k(n));
-    be_.linear(*L.wv, h, ws_.v(n));
-    be_.rope(ws_.q(n), batch_.positions, rope);
-    be_.rope(ws_.k(n), batch_.positions, rope);
+    be_.linear(*L.wqkv, h, ws_.qkv(n));
     be_.attention(ws_.q(n), ws_.k(n), ws_.v(n), *kv_, l, batch_, scale, ws_.attn(n));
     tensor_view attn_flat = ws_.attn(n);
     attn_flat.ndim = 2;
@@ -212,8 +222,7 @@ void llama_model::run_layers(int n) {
     attn_flat.strides = {attn_flat.shape[1], 1, 0, 0};
     be_.linear(*L.wo, attn_flat, proj);
     be_.add_rms_norm(x, proj, norm_view(*L.ffn_norm), hp_.rms_eps, h);
-    be_.linear(*L.gate, h, ws_.gate(n));
-    be_.linear(*L.up, h, ws_.up(n));
+    be_.linear(*L.gate_up, h, ws_.gate_up(n));
     be_.silu_mul(ws_.gate(n), ws_.up(n), ws_.gate(n));
     be_.linear(*L.down, ws_.gate(n), proj);
   }

@@ -47,17 +47,19 @@ class llama_model {
  private:
   struct layer {
     std::unique_ptr<device_buffer> attn_norm, ffn_norm;
-    std::unique_ptr<linear_weight> wq, wk, wv, wo, gate, up, down;
+    std::unique_ptr<linear_weight> wqkv, wo, gate_up, down;  // q/k/v and gate/up grouped
   };
 
   const tensor_info& tensor(const std::string& name) const;
   std::unique_ptr<linear_weight> linear(const std::string& name, int64_t out, int64_t in);
+  std::unique_ptr<linear_weight> linear_group(const std::vector<std::pair<std::string, int64_t>>& parts, int64_t in);
   std::unique_ptr<device_buffer> norm(const std::string& name);
   void load_weights();
   void run_layers(int n_tokens);
   int64_t decode_batch(const step_plan& plan, bool all_logits) const;  // padded size, 0 = eager
   tensor_view norm_view(const device_buffer& b) const;
 
+  rope_params rope_;  // what attention() rotates q and k by
   backend& be_;
   const weight_format& weights_;
   llama_hparams hp_;

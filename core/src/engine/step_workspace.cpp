@@ -17,12 +17,9 @@ void step_workspace::reserve(int64_t n, int64_t s, int64_t max_pages, int64_t m)
   const int64_t qdim = int64_t(hp_.n_heads) * hp_.head_dim;
   const int64_t kvdim = int64_t(hp_.n_kv_heads) * hp_.head_dim;
   for (buf* b : {&x_, &h_, &proj_}) ensure(*b, n * hp_.hidden * a);
-  ensure(q_, n * qdim * a);
+  ensure(qkv_, n * (qdim + 2 * kvdim) * a);
   ensure(attn_, n * qdim * a);
-  ensure(k_, n * kvdim * a);
-  ensure(v_, n * kvdim * a);
-  ensure(gate_, n * hp_.ffn * a);
-  ensure(up_, n * hp_.ffn * a);
+  ensure(gate_up_, n * 2 * hp_.ffn * a);
   ensure(rows_h_, m * hp_.hidden * a);
   ensure(logits_, m * int64_t(hp_.vocab) * 4);
   for (buf* b : {&ids_, &pos_, &slots_}) ensure(*b, n * 4);
@@ -33,13 +30,23 @@ void step_workspace::reserve(int64_t n, int64_t s, int64_t max_pages, int64_t m)
   ensure(sampled_, m * 4);
 }
 
-tensor_view step_workspace::act(const buf& b, int64_t n, int64_t d) const {
-  return tensor_view::contiguous(b->data(), be_->activation_type(), {n, d}, be_->dev());
+namespace {
+void* at(const std::unique_ptr<device_buffer>& b, int64_t elems, dtype t) {
+  return static_cast<char*>(b->data()) + elems * traits(t).block_bytes;
+}
+}  // namespace
+
+tensor_view step_workspace::act(const buf& b, int64_t n, int64_t d, int64_t offset) const {
+  const dtype t = be_->activation_type();
+  return tensor_view::contiguous(at(b, offset, t), t, {n, d}, be_->dev());
 }
 
-tensor_view step_workspace::heads(const buf& b, int64_t n, int64_t h) const {
-  return tensor_view::contiguous(b->data(), be_->activation_type(), {n, h, hp_.head_dim}, be_->dev());
+tensor_view step_workspace::heads(const buf& b, int64_t n, int64_t h, int64_t offset) const {
+  const dtype t = be_->activation_type();
+  return tensor_view::contiguous(at(b, offset, t), t, {n, h, hp_.head_dim}, be_->dev());
 }
+
+tensor_view step_workspace::qkv(int64_t n) const { return act(qkv_, n, qdim() + 2 * kvdim()); }
 
 tensor_view step_workspace::index(const buf& b, int64_t n) const {
   return tensor_view::contiguous(b->data(), dtype::i32, {n}, be_->dev());

@@ -23,13 +23,17 @@ class step_workspace {
 
   tensor_view x(int64_t n) const { return act(x_, n, hp_.hidden); }          // residual stream
   tensor_view h(int64_t n) const { return act(h_, n, hp_.hidden); }          // normed input
-  tensor_view q(int64_t n) const { return heads(q_, n, hp_.n_heads); }
-  tensor_view k(int64_t n) const { return heads(k_, n, hp_.n_kv_heads); }
-  tensor_view v(int64_t n) const { return heads(v_, n, hp_.n_kv_heads); }
+  // q, k and v are one buffer in linear_group layout (all of q, then k, then v), so the
+  // grouped q/k/v linear writes them with one call; gate and up likewise.
+  tensor_view qkv(int64_t n) const;                                          // [n, q + 2 kv]
+  tensor_view q(int64_t n) const { return heads(qkv_, n, hp_.n_heads, 0); }
+  tensor_view k(int64_t n) const { return heads(qkv_, n, hp_.n_kv_heads, n * qdim()); }
+  tensor_view v(int64_t n) const { return heads(qkv_, n, hp_.n_kv_heads, n * (qdim() + kvdim())); }
   tensor_view attn(int64_t n) const { return heads(attn_, n, hp_.n_heads); }
   tensor_view proj(int64_t n) const { return act(proj_, n, hp_.hidden); }    // block output
-  tensor_view gate(int64_t n) const { return act(gate_, n, hp_.ffn); }
-  tensor_view up(int64_t n) const { return act(up_, n, hp_.ffn); }
+  tensor_view gate_up(int64_t n) const { return act(gate_up_, n, 2 * hp_.ffn); }
+  tensor_view gate(int64_t n) const { return act(gate_up_, n, hp_.ffn); }
+  tensor_view up(int64_t n) const { return act(gate_up_, n, hp_.ffn, n * hp_.ffn); }
   tensor_view rows_h(int64_t m) const { return act(rows_h_, m, hp_.hidden); }
   tensor_view logits(int64_t m) const;                                      // f32 [m, vocab]
 
@@ -45,13 +49,15 @@ class step_workspace {
  private:
   using buf = std::unique_ptr<device_buffer>;
   void ensure(buf& b, int64_t bytes);
-  tensor_view act(const buf& b, int64_t n, int64_t d) const;
-  tensor_view heads(const buf& b, int64_t n, int64_t heads) const;
+  tensor_view act(const buf& b, int64_t n, int64_t d, int64_t offset = 0) const;
+  tensor_view heads(const buf& b, int64_t n, int64_t heads, int64_t offset = 0) const;
+  int64_t qdim() const { return int64_t(hp_.n_heads) * hp_.head_dim; }
+  int64_t kvdim() const { return int64_t(hp_.n_kv_heads) * hp_.head_dim; }
   tensor_view index(const buf& b, int64_t n) const;
 
   backend* be_ = nullptr;
   llama_hparams hp_;
-  buf x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, rows_h_, logits_;
+  buf x_, h_, qkv_, attn_, proj_, gate_up_, rows_h_, logits_;
   buf ids_, pos_, slots_, qstart_, seq_lens_, pages_, rows_, sampled_;
   uint64_t generation_ = 0;
 };

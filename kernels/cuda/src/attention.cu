@@ -1,5 +1,5 @@
-// Paged attention over the KV pool: the KV write, a flash-style kernel for any batch
-// (prefill chunks), and a split-over-the-sequence kernel for decode.
+// Paged attention over the KV pool: the KV write and a flash-style kernel for any batch
+// (prefill chunks). Decode is in attention_decode.cu.
 //
 // Both attention kernels keep fp32 throughout (the pool is f32), so they match the
 // reference up to summation order and the online-softmax rescaling.
@@ -11,8 +11,6 @@
 
 namespace tandem::cuda {
 namespace {
-
-constexpr int decode_chunk = 256;  // keys per decode block
 
 __device__ __forceinline__ int64_t slot_of(const dev_batch& b, const dev_kv& kv, int s, int t) {
   const int32_t page = b.page_table[int64_t{s} * b.max_pages + t / kv.page_size];
@@ -133,115 +131,6 @@ __global__ void __launch_bounds__(64) prefill_kernel(const float* __restrict__ q
   }
 }
 
-// Block = (chunk of decode_chunk keys, KV head, sequence), all G query heads of the group.
-// Writes unnormalised partial outputs with their max and sum: [seq, head, split, HD + 2].
-template <int HD>
-__global__ void __launch_bounds__(128) decode_kernel(const float* __restrict__ q, int n_heads,
-                                                     dev_kv kv, dev_batch b, float scale,
-                                                     float* __restrict__ part, int n_splits) {
-  constexpr int DPL = HD / 32;  // dims per lane in the V pass
-  __shared__ float qs[8][HD];
-  __shared__ float sc[8][decode_chunk];
-  __shared__ float red[4][8][HD];
-  __shared__ float mx[8], sm[8];
-  const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
-  const int G = n_heads / kv.n_kv_heads;
-  const int k0 = split * decode_chunk;
-  const int n = min(decode_chunk, b.seq_lens[s] - k0);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  auto part_of = [&](int g) { return part + ((int64_t{s} * n_heads + kvh * G + g) * n_splits + split) * (HD + 2); };
-  if (n <= 0) {
-    if (tid < G) part_of(tid)[HD] = -INFINITY, part_of(tid)[HD + 1] = 0.0f;
-    return;
-  }
-  for (int i = tid; i < G * HD; i += 128) qs[i / HD][i % HD] = q[(int64_t{s} * n_heads + kvh * G) * HD + i];
-  __syncthreads();
-  const int64_t ts = int64_t{kv.n_kv_heads} * HD;
-  for (int j = tid; j < n; j += 128) {
-    const int64_t slot = slot_of(b, kv, s, k0 + j);
-    float dot[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (slot >= 0) {
-      const float4* kr = reinterpret_cast<const float4*>(kv.k + slot * ts + kvh * HD);
-#pragma unroll 4
-      for (int c = 0; c < HD / 4; ++c) {
-        const float4 k4 = kr[c];
-#pragma unroll
-        for (int g = 0; g < 8; ++g) {
-          if (g < G) {
-            dot[g] = fmaf(qs[g][4 * c], k4.x, dot[g]);
-            dot[g] = fmaf(qs[g][4 * c + 1], k4.y, dot[g]);
-            dot[g] = fmaf(qs[g][4 * c + 2], k4.z, dot[g]);
-            dot[g] = fmaf(qs[g][4 * c + 3], k4.w, dot[g]);
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int g = 0; g < 8; ++g) if (g < G) sc[g][j] = dot[g] * scale;
-  }
-  __syncthreads();
-  for (int g = warp; g < G; g += 4) {
-    float mv = -INFINITY;
-    for (int j = lane; j < n; j += 32) mv = fmaxf(mv, sc[g][j]);
-    mv = detail::warp_max(mv);
-    float sum = 0.0f;
-    for (int j = lane; j < n; j += 32) sum += sc[g][j] = expf(sc[g][j] - mv);
-    sum = detail::warp_sum(sum);
-    if (lane == 0) mx[g] = mv, sm[g] = sum;
-  }
-  __syncthreads();
-  float acc[8][DPL] = {};
-  for (int j = warp; j < n; j += 4) {
-    const int64_t slot = slot_of(b, kv, s, k0 + j);
-    if (slot < 0) continue;
-    const float* vr = kv.v + slot * ts + kvh * HD;
-    float v[DPL];
-#pragma unroll
-    for (int i = 0; i < DPL; ++i) v[i] = vr[lane + 32 * i];
-#pragma unroll
-    for (int g = 0; g < 8; ++g) {
-      if (g < G) {
-        const float p = sc[g][j];
-#pragma unroll
-        for (int i = 0; i < DPL; ++i) acc[g][i] = fmaf(p, v[i], acc[g][i]);
-      }
-    }
-  }
-#pragma unroll
-  for (int g = 0; g < 8; ++g)
-#pragma unroll
-    for (int i = 0; i < DPL; ++i) if (g < G) red[warp][g][lane + 32 * i] = acc[g][i];
-  __syncthreads();
-  for (int i = tid; i < G * HD; i += 128) {
-    const int g = i / HD, d = i % HD;
-    part_of(g)[d] = red[0][g][d] + red[1][g][d] + red[2][g][d] + red[3][g][d];
-  }
-  if (tid < G) part_of(tid)[HD] = mx[tid], part_of(tid)[HD + 1] = sm[tid];
-}
-
-// Merges the splits of one (sequence, head): out = sum_i e^(m_i - M) acc_i / sum_i e^(m_i - M) l_i.
-template <int HD>
-__global__ void combine_kernel(const float* part, int n_heads, int n_splits, float* out) {
-  const int h = blockIdx.x, s = blockIdx.y, d = threadIdx.x;
-  const float* p = part + (int64_t{s} * n_heads + h) * n_splits * (HD + 2);
-  float M = -INFINITY;
-  for (int i = 0; i < n_splits; ++i) M = fmaxf(M, p[i * (HD + 2) + HD]);
-  float num = 0.0f, den = 0.0f;
-  for (int i = 0; i < n_splits; ++i) {
-    const float mi = p[i * (HD + 2) + HD];
-    if (mi == -INFINITY) continue;
-    const float w = expf(mi - M);
-    num = fmaf(w, p[i * (HD + 2) + d], num);
-    den = fmaf(w, p[i * (HD + 2) + HD + 1], den);
-  }
-  out[(int64_t{s} * n_heads + h) * HD + d] = num / den;
-}
-
-int decode_splits(int max_pages, int page_size) {
-  const int64_t keys = int64_t{max_pages} * page_size;
-  return static_cast<int>((keys + decode_chunk - 1) / decode_chunk);
-}
-
 }  // namespace
 
 bool attention_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
@@ -257,26 +146,6 @@ void attention_prefill(const float* q, int n_heads, const dev_kv& kv, const dev_
   const dim3 grid(detail::blocks_for(b.n_tokens, 64), static_cast<unsigned>(n_heads));
   if (kv.head_dim == 64) prefill_kernel<64><<<grid, 64, 0, stream>>>(q, n_heads, kv, b, scale, out);
   else prefill_kernel<128><<<grid, 64, 0, stream>>>(q, n_heads, kv, b, scale, out);
-}
-
-int64_t decode_scratch_floats(int n_seqs, int n_heads, int head_dim, int max_pages, int page_size) {
-  return int64_t{n_seqs} * n_heads * decode_splits(max_pages, page_size) * (head_dim + 2);
-}
-
-void attention_decode(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b,
-                      float scale, float* out, float* scratch, cudaStream_t stream) {
-  if (b.n_seqs == 0) return;
-  const int splits = decode_splits(b.max_pages, kv.page_size);
-  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(kv.n_kv_heads),
-                  static_cast<unsigned>(b.n_seqs));
-  const dim3 cgrid(static_cast<unsigned>(n_heads), static_cast<unsigned>(b.n_seqs));
-  if (kv.head_dim == 64) {
-    decode_kernel<64><<<grid, 128, 0, stream>>>(q, n_heads, kv, b, scale, scratch, splits);
-    combine_kernel<64><<<cgrid, 64, 0, stream>>>(scratch, n_heads, splits, out);
-  } else {
-    decode_kernel<128><<<grid, 128, 0, stream>>>(q, n_heads, kv, b, scale, scratch, splits);
-    combine_kernel<128><<<cgrid, 128, 0, stream>>>(scratch, n_heads, splits, out);
-  }
 }
 
 }  // namespace tandem::cuda

@@ -98,7 +98,13 @@ __global__ void __launch_bounds__(128) gemv_kernel(dev_matrix w, const float* __
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const float s = detail::warp_sum(acc[r][t]);
-      if (lane == 0 && row0 + r < w.out) y[t * w.out + row0 + r] = s;
+      if (lane == 0 && row0 + r < w.out) {
+        const int64_t o = row0 + r;
+        int i = 0;
+        while (i + 1 < w.n_segs && o >= w.seg[i + 1]) ++i;
+        const int64_t start = w.seg[i], rows = w.seg[i + 1] - start;
+        y[NT * start + t * rows + (o - start)] = s;
+      }
     }
   }
 }
@@ -152,6 +158,26 @@ __global__ void embed_kernel(dev_matrix w, const int32_t* ids, float* out) {
 }
 
 }  // namespace
+
+dev_matrix segment_of(const dev_matrix& m, int i) {
+  dev_matrix r = m;
+  const int64_t start = m.seg[i], nb = m.in / 32;
+  r.out = m.seg[i + 1] - start;
+  r.n_segs = 1;
+  r.seg[0] = 0, r.seg[1] = r.out;
+  switch (m.format) {
+    case wformat::q4_1:
+      r.qs = static_cast<const uint8_t*>(m.qs) + start * nb * 16;
+      r.scales = static_cast<const uint32_t*>(m.scales) + start * nb;
+      break;
+    case wformat::q8_0:
+      r.qs = static_cast<const uint8_t*>(m.qs) + start * nb * 32;
+      r.scales = static_cast<const uint16_t*>(m.scales) + start * nb;
+      break;
+    case wformat::f32: r.qs = static_cast<const float*>(m.qs) + start * m.in; break;
+  }
+  return r;
+}
 
 void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, cudaStream_t stream) {
   if (n == 0 || w.out == 0) return;

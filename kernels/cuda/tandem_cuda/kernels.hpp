@@ -19,16 +19,30 @@ namespace tandem::cuda {
 // reads a block's quants with one 16- or 32-byte load: quants of all blocks first, then the
 // per-block scales. f32 weights are plain rows.
 enum class wformat : int { q4_1, q8_0, f32 };
+//
+// A grouped linear (q/k/v, gate/up) is one matrix whose rows are cut into n_segs segments
+// [seg[i], seg[i+1]); its output is segment-major: all n tokens of segment 0, then of
+// segment 1, ... (tandem::linear_group's layout). One segment = the plain [n, out] layout.
 struct dev_matrix {
   wformat format = wformat::f32;
   const void* qs = nullptr;      // q4_1: u8 [out, in/32, 16]; q8_0: i8 [out, in/32, 32]; f32: [out, in]
   const void* scales = nullptr;  // q4_1: half2 (d, m) [out, in/32]; q8_0: half d [out, in/32]
   int64_t out = 0, in = 0;
+  int n_segs = 1;
+  int64_t seg[5] = {0, 0, 0, 0, 0};  // seg[0] = 0, seg[n_segs] = out
 };
+// Rows [seg[i], seg[i+1]) of m as a plain matrix (host-side pointer arithmetic).
+dev_matrix segment_of(const dev_matrix& m, int i);
 
 // y[n, out] = x[n, in] W^T, reading the quantized blocks (n <= gemv_max_tokens).
 inline constexpr int64_t gemv_max_tokens = 8;
 void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, cudaStream_t stream);
+// The same with 8-bit activations quantized as backend.cpu's quantize_q8 and dp4a dots
+// (q4_1 and q8_0 weights). `scratch` has gemv_q8_scratch_bytes(n, m.in) bytes (0 for
+// inputs quantized in shared memory).
+bool gemv_q8_supported(const dev_matrix& w);
+size_t gemv_q8_scratch_bytes(int64_t n, int64_t in);
+void gemv_q8(const dev_matrix& w, const float* x, int64_t n, float* y, void* scratch, cudaStream_t stream);
 // W as f16 [out, in], for the tensor-core GEMM of prefill (dequantized as the reference does).
 void dequantize_f16(const dev_matrix& w, __half* out, cudaStream_t stream);
 // out[i, :] = row ids[i] of the table; an id outside [0, out) gives a NaN row.
@@ -72,12 +86,27 @@ void attention_prefill(const float* q, int n_heads, const dev_kv& kv, const dev_
 // dims 64 and 128; any other falls back to attention_prefill.
 void attention_prefill_tc(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b,
                           float scale, float* out, cudaStream_t stream);
-// Decode (one new token per sequence, row s = sequence s): keys split in chunks over the
-// grid, then merged. Scratch of decode_scratch_floats(); the split count follows
-// max_pages, so a captured step keeps its grid.
-int64_t decode_scratch_floats(int n_seqs, int n_heads, int head_dim, int max_pages, int page_size);
-void attention_decode(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b,
-                      float scale, float* out, float* scratch, cudaStream_t stream);
+// RoPE as tandem::rope_params, for kernels that rotate inside (on = false: no rotation).
+struct dev_rope {
+  bool on = false;
+  float theta = 10000.0f;
+  int rotary_dims = 0;
+  bool neox = false;
+};
+// Decode (one new token per sequence, row s = sequence s): rotates q and the new k when
+// rope.on, writes the new k and v into the pool, and attends over each sequence's keys
+// split in chunks over the grid; the last block of each (sequence, KV head) merges the
+// splits. The plan depends only on the batch shape and page-table width, so a recorded
+// step keeps its grid; scratch and tickets come from it (tickets zeroed once, and left
+// zeroed by every launch).
+struct decode_plan {
+  int chunk = 0, splits = 0;
+  size_t scratch_bytes = 0, ticket_bytes = 0;
+};
+decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size, int head_dim, int n_heads);
+void attention_decode(const float* q, const float* k, const float* v, int n_heads, const dev_kv& kv,
+                      const dev_batch& b, const dev_rope& rope, float scale, float* out,
+                      const decode_plan& plan, void* scratch, int* tickets, cudaStream_t stream);
 
 // Sampling. Greedy: argmax, ties to the lowest id, NaN skipped; -1 for a row with no
 // finite logit.

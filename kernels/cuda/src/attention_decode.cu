@@ -1,0 +1,247 @@
+// Decode attention: one new token per sequence, keys split over the grid ("flash
+// decoding"), everything of one layer's decode in one launch:
+//  - the block that holds a sequence's newest key rotates q and k (RoPE, angles in double
+//    as ref::rope_angle), writes the new k and v into the pool, and every block rotates
+//    its own copy of q;
+//  - each warp streams 32 keys at a time (lane = key for q.k, lane = dims for p.v) with
+//    an online softmax, so K and V rows are read once, coalesced, with many loads in
+//    flight;
+//  - the last block of a (sequence, KV head) to finish merges the splits' partial results
+//    (a ticket counter per pair, reset by that block), so no second launch is needed.
+// fp32 throughout: matches the reference up to summation order.
+#include <cfloat>
+
+#include "common.cuh"
+#include "tandem_cuda/kernels.hpp"
+
+namespace tandem::cuda {
+namespace {
+
+constexpr int warps = 4;
+constexpr int max_group = 8;  // query heads per KV head handled here
+
+__device__ __forceinline__ int64_t slot_at(const dev_batch& b, const dev_kv& kv, int s, int t) {
+  const int32_t page = b.page_table[int64_t{s} * b.max_pages + t / kv.page_size];
+  if (page < 0 || page >= kv.n_pages) return -1;
+  return int64_t{page} * kv.page_size + t % kv.page_size;
+}
+
+// Rotates the head_dim floats at v (shared or global) in place by `pos`.
+__device__ void rotate(float* v, int head_dim, int pos, const dev_rope& r, int tid, int nthreads) {
+  const int rot = r.rotary_dims == 0 ? head_dim : r.rotary_dims;
+  const int half = rot / 2;
+  for (int p = tid; p < half; p += nthreads) {
+    const double angle = static_cast<double>(pos) * pow(static_cast<double>(r.theta), -2.0 * p / rot);
+    const float c = static_cast<float>(cos(angle)), s = static_cast<float>(sin(angle));
+    const int a = r.neox ? p : 2 * p, b = r.neox ? p + half : 2 * p + 1;
+    const float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+  }
+}
+
+template <int HD>
+struct partial {  // one split's unnormalised result for one query head
+  float acc[HD];
+  float m, l;
+};
+
+template <int HD>
+__global__ void __launch_bounds__(warps * 32)
+    decode_kernel(const float* __restrict__ q, const float* __restrict__ k_new, const float* __restrict__ v_new,
+                  int n_heads, dev_kv kv, dev_batch b, dev_rope rope, float scale, int chunk,
+                  int n_splits, partial<HD>* __restrict__ parts, int* __restrict__ tickets, float* __restrict__ out) {
+  constexpr int DPL = HD / 32;  // dims per lane in the p.v pass
+  __shared__ __align__(16) float qs[max_group][HD];
+  __shared__ float kn[HD];
+  __shared__ float wm[warps][max_group], wl[warps][max_group];
+  __shared__ float wacc[warps][max_group][HD];
+  __shared__ bool last;
+  const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
+  const int G = n_heads / kv.n_kv_heads;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int len = b.seq_lens[s];
+  const int n_active = (len + chunk - 1) / chunk;
+  if (split >= n_active) return;
+  const int pos = len - 1;
+
+  for (int i = tid; i < G * HD; i += warps * 32) qs[i / HD][i % HD] = q[(int64_t{s} * n_heads + kvh * G) * HD + i];
+  const bool has_new = split == n_active - 1;
+  const int64_t ts = int64_t{kv.n_kv_heads} * HD;
+  if (has_new) {
+    for (int i = tid; i < HD; i += warps * 32) kn[i] = k_new[int64_t{s} * ts + kvh * HD + i];
+  }
+  __syncthreads();
+  if (rope.on) {
+    for (int g = warp; g < G; g += warps) rotate(qs[g], HD, pos, rope, lane, 32);
+    if (has_new && warp == warps - 1) rotate(kn, HD, pos, rope, lane, 32);
+    __syncthreads();
+  }
+  if (has_new) {  // the newest key and value join the pool before anyone reads them
+    const int64_t slot = b.slot_mapping[s];
+    if (slot >= 0 && slot < kv.n_pages * kv.page_size) {
+      for (int i = tid; i < HD; i += warps * 32) {
+        kv.k[slot * ts + kvh * HD + i] = kn[i];
+        kv.v[slot * ts + kvh * HD + i] = v_new[int64_t{s} * ts + kvh * HD + i];
+      }
+    }
+    __syncthreads();  // block-wide visibility of those global writes
+  }
+  // Scale folded into q once.
+  for (int i = tid; i < G * HD; i += warps * 32) qs[i / HD][i % HD] *= scale;
+  __syncthreads();
+
+  float m[max_group], l[max_group], acc[max_group][DPL];
+#pragma unroll
+  for (int g = 0; g < max_group; ++g) {
+    m[g] = -INFINITY, l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) acc[g][i] = 0.0f;
+  }
+  const int k0 = split * chunk, k1 = min(len, k0 + chunk);
+  for (int base = k0 + warp * 32; base < k1; base += warps * 32) {
+    const int t = base + lane;
+    const int64_t slot = t < k1 ? slot_at(b, kv, s, t) : -1;
+    float sc[max_group];
+#pragma unroll
+    for (int g = 0; g < max_group; ++g) sc[g] = 0.0f;
+    if (slot >= 0) {
+      const float4* kr = reinterpret_cast<const float4*>(kv.k + slot * ts + kvh * HD);
+      float4 kreg[HD / 4];
+#pragma unroll
+      for (int c = 0; c < HD / 4; ++c) kreg[c] = __ldg(kr + c);
+#pragma unroll
+      for (int c = 0; c < HD / 4; ++c) {
+#pragma unroll
+        for (int g = 0; g < max_group; ++g) {
+          if (g < G) {
+            const float4 q4 = reinterpret_cast<const float4*>(qs[g])[c];
+            sc[g] = fmaf(q4.x, kreg[c].x, fmaf(q4.y, kreg[c].y, fmaf(q4.z, kreg[c].z, fmaf(q4.w, kreg[c].w, sc[g]))));
+          }
+        }
+      }
+    }
+    float p[max_group];
+#pragma unroll
+    for (int g = 0; g < max_group; ++g) {
+      if (g < G) {
+        const float x = slot >= 0 ? sc[g] : -INFINITY;
+        const float m_new = fmaxf(m[g], detail::warp_max(x));
+        const bool any = m_new != -INFINITY;  // false only when no key so far was readable
+        const float corr = any ? expf(m[g] - m_new) : 1.0f;
+        p[g] = slot >= 0 ? expf(x - m_new) : 0.0f;
+        l[g] = l[g] * corr + detail::warp_sum(p[g]);
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) acc[g][i] *= corr;
+        m[g] = m_new;
+      }
+    }
+    const int n_keys = min(32, k1 - base);
+#pragma unroll 4
+    for (int j = 0; j < n_keys; ++j) {
+      const int64_t sj = __shfl_sync(0xffffffffu, slot, j);
+      if (sj < 0) continue;
+      const float* vr = kv.v + sj * ts + kvh * HD + lane * DPL;
+      float v[DPL];
+      if constexpr (DPL == 2) {
+        const float2 v2 = __ldg(reinterpret_cast<const float2*>(vr));
+        v[0] = v2.x, v[1] = v2.y;
+      } else {
+        const float4 v4 = __ldg(reinterpret_cast<const float4*>(vr));
+        v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
+      }
+#pragma unroll
+      for (int g = 0; g < max_group; ++g) {
+        if (g < G) {
+          const float pj = __shfl_sync(0xffffffffu, p[g], j);
+#pragma unroll
+          for (int i = 0; i < DPL; ++i) acc[g][i] = fmaf(pj, v[i], acc[g][i]);
+        }
+      }
+    }
+  }
+  // Merge the warps of this block into the split's partial result.
+#pragma unroll
+  for (int g = 0; g < max_group; ++g) {
+    if (g < G) {
+      if (lane == 0) wm[warp][g] = m[g], wl[warp][g] = l[g];
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) wacc[warp][g][lane * DPL + i] = acc[g][i];
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < G * HD; i += warps * 32) {
+    const int g = i / HD, d = i % HD;
+    float M = -INFINITY;
+    for (int w = 0; w < warps; ++w) M = fmaxf(M, wm[w][g]);
+    float num = 0.0f, den = 0.0f;
+    for (int w = 0; w < warps; ++w) {
+      if (wm[w][g] == -INFINITY) continue;  // a warp with no keys in this split
+      const float e = expf(wm[w][g] - M);
+      num = fmaf(e, wacc[w][g][d], num);
+      den = fmaf(e, wl[w][g], den);
+    }
+    partial<HD>& P = parts[(int64_t{s} * n_heads + kvh * G + g) * n_splits + split];
+    P.acc[d] = num;
+    if (d == 0) P.m = M, P.l = den;
+  }
+  // The last block of this (sequence, KV head) to get here merges every split.
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    int* ticket = tickets + int64_t{s} * kv.n_kv_heads + kvh;
+    last = atomicAdd(ticket, 1) == n_active - 1;
+    if (last) *ticket = 0;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int i = tid; i < G * HD; i += warps * 32) {
+    const int g = i / HD, d = i % HD;
+    const partial<HD>* P = parts + (int64_t{s} * n_heads + kvh * G + g) * n_splits;
+    float M = -INFINITY;
+    for (int j = 0; j < n_active; ++j) M = fmaxf(M, __ldcg(&P[j].m));
+    float num = 0.0f, den = 0.0f;
+    for (int j = 0; j < n_active; ++j) {
+      const float mj = __ldcg(&P[j].m);
+      if (mj == -INFINITY) continue;
+      const float e = expf(mj - M);
+      num = fmaf(e, __ldcg(&P[j].acc[d]), num);
+      den = fmaf(e, __ldcg(&P[j].l), den);
+    }
+    out[(int64_t{s} * n_heads + kvh * G + g) * HD + d] = num / den;
+  }
+}
+
+}  // namespace
+
+decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size, int head_dim, int n_heads) {
+  // Keys per block: the largest of 1024, 512, 256, 128 that still gives two blocks per SM
+  // of an H200-sized GPU when every sequence is at the page table's full width.
+  const int64_t keys = int64_t{max_pages} * page_size;
+  int chunk = 1024;
+  while (chunk > 128 && (keys + chunk - 1) / chunk * n_seqs * n_kv_heads < 264) chunk /= 2;
+  decode_plan p;
+  p.chunk = chunk;
+  p.splits = static_cast<int>((keys + chunk - 1) / chunk);
+  p.scratch_bytes = static_cast<size_t>(n_seqs) * n_heads * p.splits * (head_dim + 2) * sizeof(float);
+  p.ticket_bytes = static_cast<size_t>(n_seqs) * n_kv_heads * sizeof(int);
+  return p;
+}
+
+void attention_decode(const float* q, const float* k, const float* v, int n_heads, const dev_kv& kv,
+                      const dev_batch& b, const dev_rope& rope, float scale, float* out,
+                      const decode_plan& plan, void* scratch, int* tickets, cudaStream_t stream) {
+  if (b.n_seqs == 0) return;
+  const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(kv.n_kv_heads),
+                  static_cast<unsigned>(b.n_seqs));
+  if (kv.head_dim == 64) {
+    decode_kernel<64><<<grid, warps * 32, 0, stream>>>(q, k, v, n_heads, kv, b, rope, scale, plan.chunk, plan.splits,
+                                                       static_cast<partial<64>*>(scratch), tickets, out);
+  } else {
+    decode_kernel<128><<<grid, warps * 32, 0, stream>>>(q, k, v, n_heads, kv, b, rope, scale, plan.chunk, plan.splits,
+                                                        static_cast<partial<128>*>(scratch), tickets, out);
+  }
+}
+
+}  // namespace tandem::cuda
