@@ -62,7 +62,8 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 step build
 targets=(plugins/cuda/backend.cuda.so plugins/cpu/backend.cpu.so plugins/gguf/weights.gguf.so
-         tests/gpu/test_gpu_ops tests/gpu/test_gpu_model bench/cuda/bench_cuda_kernels bench/cuda/bench_cuda_model)
+         tests/gpu/test_gpu_ops tests/gpu/test_gpu_attention_tc tests/gpu/test_gpu_model bench/cuda/bench_cuda_kernels
+         bench/cuda/bench_cuda_model)
 have=()
 for t in "${targets[@]}"; do ninja -C "$BUILD" -t query "$t" >/dev/null 2>&1 && have+=("$t"); done
 ninja -C "$BUILD" -j"$(nproc)" "${have[@]}" > "$OUT/build.log" 2>&1 \
@@ -82,8 +83,16 @@ if [ -n "$MODEL" ] && grep -q "gpu_model *SKIP" "$OUT/test.log"; then
 fi
 if [ -z "${NO_BENCH:-}" ]; then
   step bench
+  # SM clock every 200 ms while the benches run (the GPU idles at 345 MHz).
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu --format=csv,noheader -lms 200 \
+    > "$OUT/clocks.csv" 2>&1 &
+  smi=$!
   "$BUILD/bench/cuda/bench_cuda_kernels" > "$OUT/bench_kernels.txt" 2>&1
   "$BUILD/bench/cuda/bench_cuda_model" > "$OUT/bench_model.txt" 2>&1
+  kill $smi 2>/dev/null
+  awk -F', ' '{split($2, a, " "); n++; s += a[1]; if (a[1] + 0 >= 1900) hi++} END {
+    if (n) printf "SM clock over the benches: %d samples, mean %.0f MHz, %d at >= 1900 MHz\n", n, s / n, hi}' \
+    "$OUT/clocks.csv" > "$OUT/clocks_summary.txt"
 fi
 
 {
@@ -91,6 +100,6 @@ fi
   cat "$OUT/machine.txt"
   grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/test.log"
   grep -hE "max \\|diff|identical|near-tie|error" "$OUT/testlog.txt" 2>/dev/null | head -40
-  cat "$OUT/bench_kernels.txt" "$OUT/bench_model.txt" 2>/dev/null
+  cat "$OUT/bench_kernels.txt" "$OUT/bench_model.txt" "$OUT/clocks_summary.txt" 2>/dev/null
 } | tee "$OUT/summary.txt"
 exit $test_rc

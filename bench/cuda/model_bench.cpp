@@ -124,6 +124,14 @@ decode_result decode(llama_model& m, cuda::cuda_backend& be, int batch, int prom
   plan.seqs = seqs;
   m.forward(plan);
   const double gpu_ms = bench::median_ms(be.stream(), 2, 20, [&] { m.forward(plan); });
+  // Per-op GPU time of the same step, run eagerly with every op timed on its own
+  // (TANDEM_CUDA_PROFILE's mode): which kernels the step's time is made of.
+  be.profiler().reset();
+  be.profiler().enable(true);
+  for (int i = 0; i < 10; ++i) m.forward(plan);
+  be.profiler().enable(false);
+  std::printf("per-op GPU time, batch %d, 10 eager steps (each op timed alone):\n%s", batch,
+              be.profiler().report().c_str());
   return {batch * steps / s, s / steps * 1e6, gpu_ms * 1e3};
 }
 
@@ -145,7 +153,7 @@ int main() {
   const llama_hparams hp = smollm2();
   random_weights w(hp);
   cuda::cuda_backend be;
-  const double copy = bench::copy_gbs(be.stream());
+  const double copy = bench::copy_gbs(be.stream());  // also brings the clocks up from idle
   llama_model model(be, w, hp, 64 * 8192 / 16 / 4, 16);  // 131k tokens of KV
   const decode_result b1 = decode(model, be, 1, 128, 256);
   const decode_result b64 = decode(model, be, 64, 128, 64);
