@@ -42,7 +42,7 @@ BOOST_AUTO_TEST_CASE(descriptor_declares_backend_cpu) {
   BOOST_TEST((d->interface == plugin_interface::backend));
   std::vector<std::string> keys;
   for (const auto& k : d->keys()) keys.emplace_back(k.key);
-  BOOST_TEST((keys == std::vector<std::string>{"threads", "memory_mb", "linear"}));
+  BOOST_TEST((keys == std::vector<std::string>{"threads", "memory_mb", "linear", "exl3"}));
   BOOST_TEST(d->keys()[0].max == 256.0);
 }
 
