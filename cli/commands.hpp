@@ -14,5 +14,6 @@ int run_plugins(const args& a);   // tandem plugins [--schema]
 int run_inspect(const args& a);   // tandem inspect MODEL
 int run_pull(const args& a);      // tandem pull [NAME]
 int run_serve(const args& a);     // tandem serve [--pipeline P] [--host H] [--port N] [--set k=v]
+int run_quantize(const args& a);  // tandem quantize --to exl3 --bits K --out DIR MODEL
 
 }  // namespace tandem::cli

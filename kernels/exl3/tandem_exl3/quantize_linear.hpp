@@ -24,7 +24,7 @@ struct quant_options {
   out_scales scales = out_scales::always;
   int threads = 0;                    // tile coder workers, 0 = hardware threads
   bool scale_search = true;           // false: g = 1 (tests)
-  int max_scale_tiles = 24;           // cap on the tiles the global-scale search codes
+  int max_scale_tiles = 12;           // cap on the tiles the global-scale search codes
 };
 
 struct quantized_linear {
