@@ -93,6 +93,12 @@ class cuda_backend final : public backend {
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<cuda_buffer> cublas_ws_;
   void gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y);
+  // The (cos, sin) table of `r` for positions [0, positions), made on the host exactly as
+  // the reference's rope_angle, kept while it is large enough.
+  void attach_rope_table(dev_rope& r, int head_dim, int positions);
+  scratch rope_table_;
+  float rope_theta_ = 0.0f;
+  int rope_rot_ = 0, rope_positions_ = 0;
   scratch x16_, attn_part_, attn_tickets_, q8_, sampler_ws_, sampler_params_;
   op_profiler prof_;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;

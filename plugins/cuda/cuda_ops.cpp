@@ -8,6 +8,7 @@
 #include "cuda_weights.hpp"
 #include "tandem/error.hpp"
 #include "tandem_cuda/kernels.hpp"
+#include "tandem_ref/ops.hpp"
 
 namespace tandem::cuda {
 namespace {
@@ -87,6 +88,22 @@ void cuda_backend::gemv_rows(const dev_matrix& m, const float* x, int64_t n, flo
   }
 }
 
+void cuda_backend::attach_rope_table(dev_rope& r, int head_dim, int positions) {
+  const int rot = r.rotary_dims == 0 ? head_dim : r.rotary_dims, half = rot / 2;
+  if (r.theta != rope_theta_ || rot != rope_rot_ || positions > rope_positions_) {
+    if (capturing_) bad("attention", "the RoPE table must grow while recording");
+    std::vector<float2> host(static_cast<size_t>(positions) * half);
+    for (int p = 0; p < positions; ++p)
+      for (int i = 0; i < half; ++i) ref::rope_angle(r.theta, rot, p, i, &host[p * half + i].x, &host[p * half + i].y);
+    if (rope_table_.grow(host.size() * sizeof(float2))) drop_graphs();
+    copy_to_device(rope_table_.data(), host.data(), host.size() * sizeof(float2));
+    synchronize();
+    rope_theta_ = r.theta, rope_rot_ = rot, rope_positions_ = positions;
+  }
+  r.table = static_cast<const float2*>(rope_table_.data());
+  r.table_positions = rope_positions_;
+}
+
 void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) {
   op_profiler::scope timed(prof_, "linear", stream_);
   const cuda_linear& lw = as_cuda(w, "linear");
@@ -164,6 +181,7 @@ void cuda_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_sto
     if (rot <= 0 || rot > pool.head_dim || rot % 2 != 0) bad("attention", "rotary_dims must be even and within head_dim");
   }
   if (decode) {
+    if (dr.on) attach_rope_table(dr, pool.head_dim, b.max_pages * pool.page_size);
     const decode_plan plan = plan_decode(b.n_seqs, pool.n_kv_heads, b.max_pages, pool.page_size, pool.head_dim, n_heads);
     void* part = grow(attn_part_, plan.scratch_bytes, "attention");
     if (attn_tickets_.grow(plan.ticket_bytes)) {

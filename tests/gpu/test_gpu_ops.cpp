@@ -5,8 +5,9 @@
 
 // Every backend.cuda op against kernels/ref on fresh random inputs, outputs NaN-poisoned
 // before each run. Tolerances, per path:
-//  - fp32 paths (GEMV, norms, RoPE, attention) differ from the reference in summation order
-//    only: ||gpu - ref|| / ||ref|| < 1e-5 (attention: 2e-5, its softmax is rescaled online);
+//  - fp32 paths (GEMV, norms, RoPE, decode attention) differ from the reference in summation
+//    order only: ||gpu - ref|| / ||ref|| < 1e-5 (attention: 2e-5, its softmax is rescaled
+//    online); prefill attention runs on f16 tensor cores: < 3e-3;
 //  - the f16 tensor-core GEMM rounds x and W to f16 (2^-11 relative each) and accumulates
 //    in fp32: relative error < 2e-3;
 //  - the q8 GEMV (activations quantized as backend.cpu's quantize_q8, integer block dots)
@@ -286,9 +287,14 @@ void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n
   std::vector<float> kgpu(kpool.size());
   gpu().copy_to_host(kgpu.data(), pool.k, kgpu.size() * 4);
   gpu().synchronize();
-  BOOST_TEST(test::max_abs_err(kgpu, kref) == 0.0, "KV write");
+  // The KV write copies; with RoPE the rotation rounds as the reference does up to a float.
+  if (rope == nullptr) BOOST_TEST(test::max_abs_err(kgpu, kref) == 0.0, "KV write");
+  else BOOST_TEST(test::rel_err(kgpu, kref) < 1e-6, "KV write (rotated)");
+  // Decode steps stay fp32; prefill runs the f16 tensor-core kernel (q, K, V rounded to
+  // f16, P to f16, fp32 accumulation): 3e-3, as its own test states.
+  const double tol = n == ns ? 2e-5 : 3e-3;
   const double e = test::rel_err(out.host(), ref);
-  BOOST_TEST(e < 2e-5, "attention " << ns << " seqs, " << n << " tokens, heads " << n_heads << "/" << n_kv
+  BOOST_TEST(e < tol, "attention " << ns << " seqs, " << n << " tokens, heads " << n_heads << "/" << n_kv
                                     << " d" << hd << (rope ? " rope" : "") << " x" << repeats << ": rel err " << e);
 }
 

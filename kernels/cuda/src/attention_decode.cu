@@ -10,6 +10,7 @@
 //    (a ticket counter per pair, reset by that block), so no second launch is needed.
 // fp32 throughout: matches the reference up to summation order.
 #include <cfloat>
+#include <type_traits>
 
 #include "common.cuh"
 #include "tandem_cuda/kernels.hpp"
@@ -18,7 +19,7 @@ namespace tandem::cuda {
 namespace {
 
 constexpr int warps = 4;
-constexpr int max_group = 8;  // query heads per KV head handled here
+constexpr int v_batch = 16;   // V rows loaded before their FMAs (loads in flight per lane)
 
 __device__ __forceinline__ int64_t slot_at(const dev_batch& b, const dev_kv& kv, int s, int t) {
   const int32_t page = b.page_table[int64_t{s} * b.max_pages + t / kv.page_size];
@@ -26,13 +27,20 @@ __device__ __forceinline__ int64_t slot_at(const dev_batch& b, const dev_kv& kv,
   return int64_t{page} * kv.page_size + t % kv.page_size;
 }
 
-// Rotates the head_dim floats at v (shared or global) in place by `pos`.
+// Rotates the head_dim floats at v (shared memory) in place by `pos`, with the host-made
+// (cos, sin) table when there is one, else computing the angle in double as the reference.
 __device__ void rotate(float* v, int head_dim, int pos, const dev_rope& r, int tid, int nthreads) {
   const int rot = r.rotary_dims == 0 ? head_dim : r.rotary_dims;
   const int half = rot / 2;
   for (int p = tid; p < half; p += nthreads) {
-    const double angle = static_cast<double>(pos) * pow(static_cast<double>(r.theta), -2.0 * p / rot);
-    const float c = static_cast<float>(cos(angle)), s = static_cast<float>(sin(angle));
+    float c, s;
+    if (r.table != nullptr && pos < r.table_positions) {
+      const float2 cs = r.table[int64_t{pos} * half + p];
+      c = cs.x, s = cs.y;
+    } else {
+      const double angle = static_cast<double>(pos) * pow(static_cast<double>(r.theta), -2.0 * p / rot);
+      c = static_cast<float>(cos(angle)), s = static_cast<float>(sin(angle));
+    }
     const int a = r.neox ? p : 2 * p, b = r.neox ? p + half : 2 * p + 1;
     const float x0 = v[a], x1 = v[b];
     v[a] = x0 * c - x1 * s;
@@ -46,17 +54,19 @@ struct partial {  // one split's unnormalised result for one query head
   float m, l;
 };
 
-template <int HD>
+template <int HD, int GM>
 __global__ void __launch_bounds__(warps * 32)
     decode_kernel(const float* __restrict__ q, const float* __restrict__ k_new, const float* __restrict__ v_new,
                   int n_heads, dev_kv kv, dev_batch b, dev_rope rope, float scale, int chunk,
                   int n_splits, partial<HD>* __restrict__ parts, int* __restrict__ tickets, float* __restrict__ out) {
   constexpr int DPL = HD / 32;  // dims per lane in the p.v pass
-  __shared__ __align__(16) float qs[max_group][HD];
+  __shared__ __align__(16) float qs[GM][HD];
   __shared__ float kn[HD];
-  __shared__ float wm[warps][max_group], wl[warps][max_group];
-  __shared__ float wacc[warps][max_group][HD];
+  __shared__ float wm[warps][GM], wl[warps][GM];
+  __shared__ float wacc[warps][GM][HD];
   __shared__ bool last;
+  detail::pdl_wait();
+  detail::pdl_trigger();
   const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
   const int G = n_heads / kv.n_kv_heads;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -91,9 +101,9 @@ __global__ void __launch_bounds__(warps * 32)
   for (int i = tid; i < G * HD; i += warps * 32) qs[i / HD][i % HD] *= scale;
   __syncthreads();
 
-  float m[max_group], l[max_group], acc[max_group][DPL];
+  float m[GM], l[GM], acc[GM][DPL];
 #pragma unroll
-  for (int g = 0; g < max_group; ++g) {
+  for (int g = 0; g < GM; ++g) {
     m[g] = -INFINITY, l[g] = 0.0f;
 #pragma unroll
     for (int i = 0; i < DPL; ++i) acc[g][i] = 0.0f;
@@ -102,9 +112,9 @@ __global__ void __launch_bounds__(warps * 32)
   for (int base = k0 + warp * 32; base < k1; base += warps * 32) {
     const int t = base + lane;
     const int64_t slot = t < k1 ? slot_at(b, kv, s, t) : -1;
-    float sc[max_group];
+    float sc[GM];
 #pragma unroll
-    for (int g = 0; g < max_group; ++g) sc[g] = 0.0f;
+    for (int g = 0; g < GM; ++g) sc[g] = 0.0f;
     if (slot >= 0) {
       const float4* kr = reinterpret_cast<const float4*>(kv.k + slot * ts + kvh * HD);
       float4 kreg[HD / 4];
@@ -113,7 +123,7 @@ __global__ void __launch_bounds__(warps * 32)
 #pragma unroll
       for (int c = 0; c < HD / 4; ++c) {
 #pragma unroll
-        for (int g = 0; g < max_group; ++g) {
+        for (int g = 0; g < GM; ++g) {
           if (g < G) {
             const float4 q4 = reinterpret_cast<const float4*>(qs[g])[c];
             sc[g] = fmaf(q4.x, kreg[c].x, fmaf(q4.y, kreg[c].y, fmaf(q4.z, kreg[c].z, fmaf(q4.w, kreg[c].w, sc[g]))));
@@ -121,9 +131,9 @@ __global__ void __launch_bounds__(warps * 32)
         }
       }
     }
-    float p[max_group];
+    float p[GM];
 #pragma unroll
-    for (int g = 0; g < max_group; ++g) {
+    for (int g = 0; g < GM; ++g) {
       if (g < G) {
         const float x = slot >= 0 ? sc[g] : -INFINITY;
         const float m_new = fmaxf(m[g], detail::warp_max(x));
@@ -137,32 +147,42 @@ __global__ void __launch_bounds__(warps * 32)
       }
     }
     const int n_keys = min(32, k1 - base);
-#pragma unroll 4
-    for (int j = 0; j < n_keys; ++j) {
-      const int64_t sj = __shfl_sync(0xffffffffu, slot, j);
-      if (sj < 0) continue;
-      const float* vr = kv.v + sj * ts + kvh * HD + lane * DPL;
-      float v[DPL];
-      if constexpr (DPL == 2) {
-        const float2 v2 = __ldg(reinterpret_cast<const float2*>(vr));
-        v[0] = v2.x, v[1] = v2.y;
-      } else {
-        const float4 v4 = __ldg(reinterpret_cast<const float4*>(vr));
-        v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
+    for (int j0 = 0; j0 < n_keys; j0 += v_batch) {
+      // All of this batch's V loads first, then the FMAs: a lane has v_batch rows in flight.
+      float v[v_batch][DPL];
+#pragma unroll
+      for (int jj = 0; jj < v_batch; ++jj) {
+        const int j = j0 + jj;
+        const int64_t sj = __shfl_sync(0xffffffffu, slot, j & 31);
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) v[jj][i] = 0.0f;
+        if (j < n_keys && sj >= 0) {
+          const float* vr = kv.v + sj * ts + kvh * HD + lane * DPL;
+          if constexpr (DPL == 2) {
+            const float2 v2 = __ldg(reinterpret_cast<const float2*>(vr));
+            v[jj][0] = v2.x, v[jj][1] = v2.y;
+          } else {
+            const float4 v4 = __ldg(reinterpret_cast<const float4*>(vr));
+            v[jj][0] = v4.x, v[jj][1] = v4.y, v[jj][2] = v4.z, v[jj][3] = v4.w;
+          }
+        }
       }
 #pragma unroll
-      for (int g = 0; g < max_group; ++g) {
-        if (g < G) {
-          const float pj = __shfl_sync(0xffffffffu, p[g], j);
+      for (int jj = 0; jj < v_batch; ++jj) {
 #pragma unroll
-          for (int i = 0; i < DPL; ++i) acc[g][i] = fmaf(pj, v[i], acc[g][i]);
+        for (int g = 0; g < GM; ++g) {
+          if (g < G) {
+            const float pj = __shfl_sync(0xffffffffu, p[g], (j0 + jj) & 31);  // 0 past n_keys
+#pragma unroll
+            for (int i = 0; i < DPL; ++i) acc[g][i] = fmaf(pj, v[jj][i], acc[g][i]);
+          }
         }
       }
     }
   }
   // Merge the warps of this block into the split's partial result.
 #pragma unroll
-  for (int g = 0; g < max_group; ++g) {
+  for (int g = 0; g < GM; ++g) {
     if (g < G) {
       if (lane == 0) wm[warp][g] = m[g], wl[warp][g] = l[g];
 #pragma unroll
@@ -170,6 +190,7 @@ __global__ void __launch_bounds__(warps * 32)
     }
   }
   __syncthreads();
+  const bool alone = n_active == 1;  // one split: this block's result is the answer
   for (int i = tid; i < G * HD; i += warps * 32) {
     const int g = i / HD, d = i % HD;
     float M = -INFINITY;
@@ -181,10 +202,15 @@ __global__ void __launch_bounds__(warps * 32)
       num = fmaf(e, wacc[w][g][d], num);
       den = fmaf(e, wl[w][g], den);
     }
+    if (alone) {
+      out[(int64_t{s} * n_heads + kvh * G + g) * HD + d] = num / den;
+      continue;
+    }
     partial<HD>& P = parts[(int64_t{s} * n_heads + kvh * G + g) * n_splits + split];
     P.acc[d] = num;
     if (d == 0) P.m = M, P.l = den;
   }
+  if (alone) return;
   // The last block of this (sequence, KV head) to get here merges every split.
   __threadfence();
   __syncthreads();
@@ -216,11 +242,12 @@ __global__ void __launch_bounds__(warps * 32)
 }  // namespace
 
 decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size, int head_dim, int n_heads) {
-  // Keys per block: the largest of 1024, 512, 256, 128 that still gives two blocks per SM
-  // of an H200-sized GPU when every sequence is at the page table's full width.
+  // Keys per block: the largest of 1024 ... 128 that still gives eight blocks per SM of an
+  // H200-sized GPU (132 SMs) when every sequence is at the page table's full width, so the
+  // last wave is a small part of a long-context step.
   const int64_t keys = int64_t{max_pages} * page_size;
   int chunk = 1024;
-  while (chunk > 128 && (keys + chunk - 1) / chunk * n_seqs * n_kv_heads < 264) chunk /= 2;
+  while (chunk > 128 && (keys + chunk - 1) / chunk * n_seqs * n_kv_heads < 8 * 132) chunk /= 2;
   decode_plan p;
   p.chunk = chunk;
   p.splits = static_cast<int>((keys + chunk - 1) / chunk);
@@ -235,13 +262,20 @@ void attention_decode(const float* q, const float* k, const float* v, int n_head
   if (b.n_seqs == 0) return;
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(kv.n_kv_heads),
                   static_cast<unsigned>(b.n_seqs));
-  if (kv.head_dim == 64) {
-    decode_kernel<64><<<grid, warps * 32, 0, stream>>>(q, k, v, n_heads, kv, b, rope, scale, plan.chunk, plan.splits,
-                                                       static_cast<partial<64>*>(scratch), tickets, out);
-  } else {
-    decode_kernel<128><<<grid, warps * 32, 0, stream>>>(q, k, v, n_heads, kv, b, rope, scale, plan.chunk, plan.splits,
-                                                        static_cast<partial<128>*>(scratch), tickets, out);
-  }
+  const int G = n_heads / kv.n_kv_heads;
+  auto launch = [&](auto hd, auto gm) {
+    constexpr int HD = decltype(hd)::value, GM = decltype(gm)::value;
+    detail::launch_pdl(decode_kernel<HD, GM>, grid, dim3(warps * 32), 0, stream, q, k, v, n_heads, kv, b, rope,
+                       scale, plan.chunk, plan.splits, static_cast<partial<HD>*>(scratch), tickets, out);
+  };
+  auto by_group = [&](auto hd) {
+    if (G <= 1) launch(hd, std::integral_constant<int, 1>{});
+    else if (G <= 2) launch(hd, std::integral_constant<int, 2>{});
+    else if (G <= 4) launch(hd, std::integral_constant<int, 4>{});
+    else launch(hd, std::integral_constant<int, 8>{});
+  };
+  if (kv.head_dim == 64) by_group(std::integral_constant<int, 64>{});
+  else by_group(std::integral_constant<int, 128>{});
 }
 
 }  // namespace tandem::cuda

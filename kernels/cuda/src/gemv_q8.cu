@@ -27,24 +27,36 @@ __device__ __forceinline__ int warp_sum_int(int v) {
   return v;
 }
 
-// Warp `warp` of `nwarps` quantizes blocks warp, warp + nwarps, ... of x [n, in].
+// Warp `warp` of `nwarps` quantizes blocks warp, warp + nwarps, ... of x [n, in]; four
+// blocks' loads are issued before any of their reductions.
 __device__ void quantize_blocks(const float* __restrict__ x, int64_t n, int64_t in, int8_t* xq, float2* ds,
                                 int warp, int nwarps, int lane) {
-  const int64_t nb = in / 32;
-  for (int64_t i = warp; i < n * nb; i += nwarps) {
-    const int64_t t = i / nb, b = i % nb;
-    const float v = x[t * in + b * 32 + lane];
-    const float amax = detail::warp_max(fabsf(v));
-    const float d = __fdiv_rn(amax, 127.0f);
-    const float id = d > 0.0f ? __frcp_rn(d) : 0.0f;
-    const int q = max(-127, min(127, __float2int_rn(__fmul_rn(v, id))));
-    xq[t * in + b * 32 + lane] = static_cast<int8_t>(q);
-    const int sum = warp_sum_int(q);
-    if (lane == 0) ds[i] = make_float2(d, __fmul_rn(d, static_cast<float>(sum)));
+  const int64_t nb = in / 32, total = n * nb;
+  for (int64_t i0 = warp; i0 < total; i0 += 4 * int64_t{nwarps}) {
+    float v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int64_t i = i0 + u * int64_t{nwarps};
+      v[u] = i < total ? x[(i / nb) * in + (i % nb) * 32 + lane] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int64_t i = i0 + u * int64_t{nwarps};
+      if (i >= total) break;  // warp-uniform
+      const float amax = detail::warp_max(fabsf(v[u]));
+      const float d = __fdiv_rn(amax, 127.0f);
+      const float id = d > 0.0f ? __frcp_rn(d) : 0.0f;
+      const int q = max(-127, min(127, __float2int_rn(__fmul_rn(v[u], id))));
+      xq[(i / nb) * in + (i % nb) * 32 + lane] = static_cast<int8_t>(q);
+      const int sum = warp_sum_int(q);
+      if (lane == 0) ds[i] = make_float2(d, __fmul_rn(d, static_cast<float>(sum)));
+    }
   }
 }
 
 __global__ void quantize_kernel(const float* x, int64_t n, int64_t in, int8_t* xq, float2* ds) {
+  detail::pdl_wait();
+  detail::pdl_trigger();
   const int nwarps = gridDim.x * (blockDim.x / 32);
   quantize_blocks(x, n, in, xq, ds, blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, nwarps, threadIdx.x & 31);
 }
@@ -113,6 +125,15 @@ __global__ void __launch_bounds__(threads) gemv_q8_kernel(dev_matrix w, const fl
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t nb = w.in / 32;
+  const int64_t row0 = (blockIdx.x * int64_t{threads / 32} + warp) * rows_per_warp;
+  // The first weight blocks are requested before the activations are quantized, so their
+  // DRAM latency overlaps that work.
+  wblock<F> wb[rows_per_warp];
+#pragma unroll
+  for (int r = 0; r < rows_per_warp; ++r)
+    if (row0 + r < w.out && lane < nb) wb[r] = load_wblock<F>(w, row0 + r, lane, nb);
+  detail::pdl_wait();  // x (and the scratch it was quantized into) come from earlier kernels
+  detail::pdl_trigger();
   const int8_t* xq = gxq;
   const float2* ds = gds;
   if constexpr (STAGED) {
@@ -122,7 +143,6 @@ __global__ void __launch_bounds__(threads) gemv_q8_kernel(dev_matrix w, const fl
     __syncthreads();
     xq = sq, ds = sds;
   }
-  const int64_t row0 = (blockIdx.x * int64_t{threads / 32} + warp) * rows_per_warp;
   if (row0 >= w.out) return;
   float acc[rows_per_warp][NT];
 #pragma unroll
@@ -130,10 +150,11 @@ __global__ void __launch_bounds__(threads) gemv_q8_kernel(dev_matrix w, const fl
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
   for (int64_t b = lane; b < nb; b += 32) {
-    wblock<F> wb[rows_per_warp];
+    if (b != lane) {
 #pragma unroll
-    for (int r = 0; r < rows_per_warp; ++r)
-      if (row0 + r < w.out) wb[r] = load_wblock<F>(w, row0 + r, b, nb);
+      for (int r = 0; r < rows_per_warp; ++r)
+        if (row0 + r < w.out) wb[r] = load_wblock<F>(w, row0 + r, b, nb);
+    }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int4* xp = reinterpret_cast<const int4*>(xq + t * w.in + b * 32);
@@ -164,9 +185,11 @@ void launch_nt(const dev_matrix& w, const float* x, float* y, const int8_t* xq, 
   const unsigned grid = blocks_for(w.out, rows_per_block);
   if (staged) {
     const size_t smem = static_cast<size_t>(NT * w.in) + static_cast<size_t>(NT * (w.in / 32)) * sizeof(float2);
-    gemv_q8_kernel<F, NT, true><<<grid, threads, smem, s>>>(w, x, nullptr, nullptr, y);
+    detail::launch_pdl(gemv_q8_kernel<F, NT, true>, dim3(grid), dim3(threads), smem, s, w, x,
+                       static_cast<const int8_t*>(nullptr), static_cast<const float2*>(nullptr), y);
   } else {
-    gemv_q8_kernel<F, NT, false><<<grid, threads, 0, s>>>(w, nullptr, xq, ds, y);
+    detail::launch_pdl(gemv_q8_kernel<F, NT, false>, dim3(grid), dim3(threads), 0, s, w,
+                       static_cast<const float*>(nullptr), xq, ds, y);
   }
 }
 
@@ -206,8 +229,8 @@ void gemv_q8(const dev_matrix& w, const float* x, int64_t n, float* y, void* scr
     xq = static_cast<int8_t*>(scratch);
     ds = reinterpret_cast<float2*>(xq + n * w.in);
     const int64_t blocks = n * (w.in / 32);
-    quantize_kernel<<<static_cast<unsigned>(std::min<int64_t>(blocks_for(blocks, 8), 1024)), 256, 0, stream>>>(
-        x, n, w.in, xq, ds);
+    detail::launch_pdl(quantize_kernel, dim3(static_cast<unsigned>(std::min<int64_t>(blocks_for(blocks, 8), 1024))),
+                       dim3(256), 0, stream, x, n, w.in, xq, ds);
   }
   if (w.format == wformat::q4_1) launch<wformat::q4_1>(w, x, n, y, xq, ds, staged, stream);
   else launch<wformat::q8_0>(w, x, n, y, xq, ds, staged, stream);

@@ -1,5 +1,7 @@
 // Row-wise and elementwise launchers: norms, RoPE, SiLU gate, add, gather, conversions.
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "common.cuh"
 #include "tandem_cuda/kernels.hpp"
@@ -14,6 +16,8 @@ using detail::blocks_for;
 __global__ void rms_norm_kernel(float* residual, const float* x, const float* w, float eps,
                                 int64_t d, float* out) {
   __shared__ float red[32];
+  detail::pdl_wait();
+  detail::pdl_trigger();
   const int64_t row = blockIdx.x;
   float* r = residual + row * d;
   const float* xr = x ? x + row * d : nullptr;
@@ -53,6 +57,8 @@ __global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t head_dim
 }
 
 __global__ void silu_mul_kernel(const float* gate, const float* up, int64_t count, float* out) {
+  detail::pdl_wait();
+  detail::pdl_trigger();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= count) return;
   const float g = gate[i];
@@ -79,17 +85,28 @@ __global__ void f32_to_f16_kernel(const float* x, int64_t count, __half* out) {
 
 }  // namespace
 
+namespace detail {
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TANDEM_CUDA_PDL");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  return on;
+}
+}  // namespace detail
+
 void rms_norm(const float* x, const float* w, float eps, int64_t n, int64_t d, float* out,
               cudaStream_t stream) {
   if (n == 0) return;
   // Without a residual the kernel only reads `residual`: cast away const for the shared kernel.
-  rms_norm_kernel<<<n, norm_threads(d), 0, stream>>>(const_cast<float*>(x), nullptr, w, eps, d, out);
+  detail::launch_pdl(rms_norm_kernel, dim3(n), dim3(norm_threads(d)), 0, stream, const_cast<float*>(x),
+                     static_cast<const float*>(nullptr), w, eps, d, out);
 }
 
 void add_rms_norm(float* residual, const float* x, const float* w, float eps, int64_t n, int64_t d,
                   float* out, cudaStream_t stream) {
   if (n == 0) return;
-  rms_norm_kernel<<<n, norm_threads(d), 0, stream>>>(residual, x, w, eps, d, out);
+  detail::launch_pdl(rms_norm_kernel, dim3(n), dim3(norm_threads(d)), 0, stream, residual, x, w, eps, d, out);
 }
 
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, const int32_t* positions,
@@ -102,7 +119,7 @@ void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, const int32_t* p
 }
 
 void silu_mul(const float* gate, const float* up, int64_t count, float* out, cudaStream_t stream) {
-  if (count) silu_mul_kernel<<<blocks_for(count, 256), 256, 0, stream>>>(gate, up, count, out);
+  if (count) detail::launch_pdl(silu_mul_kernel, dim3(blocks_for(count, 256)), dim3(256), 0, stream, gate, up, count, out);
 }
 
 void add(const float* a, const float* b, int64_t count, float* out, cudaStream_t stream) {

@@ -92,6 +92,10 @@ struct dev_rope {
   float theta = 10000.0f;
   int rotary_dims = 0;
   bool neox = false;
+  // Optional (cos, sin) per [position, pair], as ref::rope_angle computes them on the host;
+  // positions past table_positions are computed on the device (double, as the reference).
+  const float2* table = nullptr;
+  int table_positions = 0;
 };
 // Decode (one new token per sequence, row s = sequence s): rotates q and the new k when
 // rope.on, writes the new k and v into the pool, and attends over each sequence's keys
