@@ -3,9 +3,10 @@
 //  - the block that holds a sequence's newest key rotates q and k (RoPE, angles in double
 //    as ref::rope_angle), writes the new k and v into the pool, and every block rotates
 //    its own copy of q;
-//  - each warp streams 32 keys at a time (lane = key for q.k, lane = dims for p.v) with
-//    an online softmax, so K and V rows are read once, coalesced, with many loads in
-//    flight;
+//  - each warp streams 32 keys at a time (16 lanes per key row for q.k, lane = dims for
+//    p.v) with an online softmax, so K and V rows are read once, coalesced, with many
+//    loads in flight; plain (coherent) loads, since the block itself may have written the
+//    newest key and value;
 //  - the last block of a (sequence, KV head) to finish merges the splits' partial results
 //    (a ticket counter per pair, reset by that block), so no second launch is needed.
 // fp32 throughout: matches the reference up to summation order.
@@ -19,7 +20,7 @@ namespace tandem::cuda {
 namespace {
 
 constexpr int warps = 4;
-constexpr int v_batch = 16;   // V rows loaded before their FMAs (loads in flight per lane)
+constexpr int v_batch = 8;    // V rows loaded before their FMAs (loads in flight per lane)
 
 __device__ __forceinline__ int64_t slot_at(const dev_batch& b, const dev_kv& kv, int s, int t) {
   const int32_t page = b.page_table[int64_t{s} * b.max_pages + t / kv.page_size];
@@ -108,25 +109,50 @@ __global__ void __launch_bounds__(warps * 32)
 #pragma unroll
     for (int i = 0; i < DPL; ++i) acc[g][i] = 0.0f;
   }
+  constexpr int DPS = HD / 16;  // dims per lane in the q.k pass
+  float qreg[GM][DPS];
+#pragma unroll
+  for (int g = 0; g < GM; ++g)
+#pragma unroll
+    for (int i = 0; i < DPS; ++i) qreg[g][i] = g < G ? qs[g][(lane & 15) * DPS + i] : 0.0f;
   const int k0 = split * chunk, k1 = min(len, k0 + chunk);
   for (int base = k0 + warp * 32; base < k1; base += warps * 32) {
     const int t = base + lane;
     const int64_t slot = t < k1 ? slot_at(b, kv, s, t) : -1;
+    // q.k with coalesced K reads: 16 lanes read one key row together (HD / 16 floats
+    // each), so a warp load touches 2 rows instead of 32; round i covers keys i and i + 16
+    // of this group, reduced over the 16 lanes, and lane l keeps key l's score.
+    const int half = lane >> 4, sub = lane & 15;
     float sc[GM];
 #pragma unroll
     for (int g = 0; g < GM; ++g) sc[g] = 0.0f;
-    if (slot >= 0) {
-      const float4* kr = reinterpret_cast<const float4*>(kv.k + slot * ts + kvh * HD);
-      float4 kreg[HD / 4];
+    for (int i0 = 0; i0 < 16; i0 += 8) {  // eight rows per lane in flight, then their dots
+      float4 kreg[8][DPS / 4];
 #pragma unroll
-      for (int c = 0; c < HD / 4; ++c) kreg[c] = __ldg(kr + c);
+      for (int i = 0; i < 8; ++i) {
+        const int64_t sk = __shfl_sync(0xffffffffu, slot, i0 + i + 16 * half);
 #pragma unroll
-      for (int c = 0; c < HD / 4; ++c) {
+        for (int c = 0; c < DPS / 4; ++c) {
+          // Plain loads: the block may have just written the newest key (no .nc path).
+          kreg[i][c] = sk >= 0 ? reinterpret_cast<const float4*>(kv.k + sk * ts + kvh * HD + sub * DPS)[c]
+                               : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
 #pragma unroll
         for (int g = 0; g < GM; ++g) {
           if (g < G) {
-            const float4 q4 = reinterpret_cast<const float4*>(qs[g])[c];
-            sc[g] = fmaf(q4.x, kreg[c].x, fmaf(q4.y, kreg[c].y, fmaf(q4.z, kreg[c].z, fmaf(q4.w, kreg[c].w, sc[g]))));
+            float d = 0.0f;
+#pragma unroll
+            for (int c = 0; c < DPS / 4; ++c)
+              d = fmaf(qreg[g][4 * c], kreg[i][c].x, fmaf(qreg[g][4 * c + 1], kreg[i][c].y,
+                  fmaf(qreg[g][4 * c + 2], kreg[i][c].z, fmaf(qreg[g][4 * c + 3], kreg[i][c].w, d))));
+            d += __shfl_xor_sync(0xffffffffu, d, 8);
+            d += __shfl_xor_sync(0xffffffffu, d, 4);
+            d += __shfl_xor_sync(0xffffffffu, d, 2);
+            d += __shfl_xor_sync(0xffffffffu, d, 1);
+            if (i0 + i == sub) sc[g] = d;
           }
         }
       }
@@ -159,10 +185,10 @@ __global__ void __launch_bounds__(warps * 32)
         if (j < n_keys && sj >= 0) {
           const float* vr = kv.v + sj * ts + kvh * HD + lane * DPL;
           if constexpr (DPL == 2) {
-            const float2 v2 = __ldg(reinterpret_cast<const float2*>(vr));
+            const float2 v2 = *reinterpret_cast<const float2*>(vr);
             v[jj][0] = v2.x, v[jj][1] = v2.y;
           } else {
-            const float4 v4 = __ldg(reinterpret_cast<const float4*>(vr));
+            const float4 v4 = *reinterpret_cast<const float4*>(vr);
             v[jj][0] = v4.x, v[jj][1] = v4.y, v[jj][2] = v4.z, v[jj][3] = v4.w;
           }
         }
