@@ -20,7 +20,7 @@ namespace tandem::cuda {
 namespace {
 
 constexpr int warps = 4;
-constexpr int v_batch = 8;    // V rows loaded before their FMAs (loads in flight per lane)
+   // V rows loaded before their FMAs (loads in flight per lane)
 
 __device__ __forceinline__ int64_t slot_at(const dev_batch& b, const dev_kv& kv, int s, int t) {
   const int32_t page = b.page_table[int64_t{s} * b.max_pages + t / kv.page_size];
@@ -110,6 +110,9 @@ __global__ void __launch_bounds__(warps * 32)
     for (int i = 0; i < DPL; ++i) acc[g][i] = 0.0f;
   }
   constexpr int DPS = HD / 16;  // dims per lane in the q.k pass
+  // Rows in flight per lane: all 16 K rounds and 32 V rows at head_dim 64; half and a
+  // quarter of that at 128 (registers).
+  constexpr int k_batch = HD == 64 ? 16 : 8, v_batch = HD == 64 ? 32 : 8;
   float qreg[GM][DPS];
 #pragma unroll
   for (int g = 0; g < GM; ++g)
@@ -121,25 +124,51 @@ __global__ void __launch_bounds__(warps * 32)
     const int64_t slot = t < k1 ? slot_at(b, kv, s, t) : -1;
     // q.k with coalesced K reads: 16 lanes read one key row together (HD / 16 floats
     // each), so a warp load touches 2 rows instead of 32; round i covers keys i and i + 16
-    // of this group, reduced over the 16 lanes, and lane l keeps key l's score.
+    // of this group, reduced over the 16 lanes, and lane l keeps key l's score. The first
+    // K batch and the first V batch are requested together (V does not depend on the
+    // scores): at head_dim 64 that is every load of the group, one memory round trip.
     const int half = lane >> 4, sub = lane & 15;
+    const int n_keys = min(32, k1 - base);
+    float4 kreg[k_batch][DPS / 4];
+    float vreg[v_batch][DPL];
+    auto load_k = [&](int i0) {
+#pragma unroll
+      for (int i = 0; i < k_batch; ++i) {
+        const int64_t sk = __shfl_sync(0xffffffffu, slot, i0 + i + 16 * half);
+#pragma unroll
+        for (int c = 0; c < DPS / 4; ++c)  // plain loads: the block may have just written the newest key
+          kreg[i][c] = sk >= 0 ? reinterpret_cast<const float4*>(kv.k + sk * ts + kvh * HD + sub * DPS)[c]
+                               : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    };
+    auto load_v = [&](int j0) {
+#pragma unroll
+      for (int jj = 0; jj < v_batch; ++jj) {
+        const int j = j0 + jj;
+        const int64_t sj = __shfl_sync(0xffffffffu, slot, j & 31);
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) vreg[jj][i] = 0.0f;
+        if (j < n_keys && sj >= 0) {
+          const float* vr = kv.v + sj * ts + kvh * HD + lane * DPL;
+          if constexpr (DPL == 2) {
+            const float2 v2 = *reinterpret_cast<const float2*>(vr);
+            vreg[jj][0] = v2.x, vreg[jj][1] = v2.y;
+          } else {
+            const float4 v4 = *reinterpret_cast<const float4*>(vr);
+            vreg[jj][0] = v4.x, vreg[jj][1] = v4.y, vreg[jj][2] = v4.z, vreg[jj][3] = v4.w;
+          }
+        }
+      }
+    };
+    load_k(0);
+    load_v(0);
     float sc[GM];
 #pragma unroll
     for (int g = 0; g < GM; ++g) sc[g] = 0.0f;
-    for (int i0 = 0; i0 < 16; i0 += 8) {  // eight rows per lane in flight, then their dots
-      float4 kreg[8][DPS / 4];
+    for (int i0 = 0; i0 < 16; i0 += k_batch) {
+      if (i0 > 0) load_k(i0);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int64_t sk = __shfl_sync(0xffffffffu, slot, i0 + i + 16 * half);
-#pragma unroll
-        for (int c = 0; c < DPS / 4; ++c) {
-          // Plain loads: the block may have just written the newest key (no .nc path).
-          kreg[i][c] = sk >= 0 ? reinterpret_cast<const float4*>(kv.k + sk * ts + kvh * HD + sub * DPS)[c]
-                               : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
+      for (int i = 0; i < k_batch; ++i) {
 #pragma unroll
         for (int g = 0; g < GM; ++g) {
           if (g < G) {
@@ -172,27 +201,8 @@ __global__ void __launch_bounds__(warps * 32)
         m[g] = m_new;
       }
     }
-    const int n_keys = min(32, k1 - base);
     for (int j0 = 0; j0 < n_keys; j0 += v_batch) {
-      // All of this batch's V loads first, then the FMAs: a lane has v_batch rows in flight.
-      float v[v_batch][DPL];
-#pragma unroll
-      for (int jj = 0; jj < v_batch; ++jj) {
-        const int j = j0 + jj;
-        const int64_t sj = __shfl_sync(0xffffffffu, slot, j & 31);
-#pragma unroll
-        for (int i = 0; i < DPL; ++i) v[jj][i] = 0.0f;
-        if (j < n_keys && sj >= 0) {
-          const float* vr = kv.v + sj * ts + kvh * HD + lane * DPL;
-          if constexpr (DPL == 2) {
-            const float2 v2 = *reinterpret_cast<const float2*>(vr);
-            v[jj][0] = v2.x, v[jj][1] = v2.y;
-          } else {
-            const float4 v4 = *reinterpret_cast<const float4*>(vr);
-            v[jj][0] = v4.x, v[jj][1] = v4.y, v[jj][2] = v4.z, v[jj][3] = v4.w;
-          }
-        }
-      }
+      if (j0 > 0) load_v(j0);
 #pragma unroll
       for (int jj = 0; jj < v_batch; ++jj) {
 #pragma unroll
@@ -200,7 +210,7 @@ __global__ void __launch_bounds__(warps * 32)
           if (g < G) {
             const float pj = __shfl_sync(0xffffffffu, p[g], (j0 + jj) & 31);  // 0 past n_keys
 #pragma unroll
-            for (int i = 0; i < DPL; ++i) acc[g][i] = fmaf(pj, v[jj][i], acc[g][i]);
+            for (int i = 0; i < DPL; ++i) acc[g][i] = fmaf(pj, vreg[jj][i], acc[g][i]);
           }
         }
       }
