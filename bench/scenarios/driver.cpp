@@ -27,6 +27,7 @@ double driver::elapsed() const {
 
 bool driver::ready(size_t i, double now) const {
   const planned& p = plans_[i];
+  if (steps_ < p.min_steps) return false;
   for (int a : p.also_after)
     if (!finished_.at(static_cast<size_t>(a))) return false;
   if (p.after < 0) return now >= p.at_s;
@@ -78,7 +79,8 @@ void driver::run(double limit_s) {
     if (!failure_.empty()) throw std::runtime_error(failure_);
     if (all) return;
     if (now > limit_s) throw std::runtime_error("scenario did not finish in time");
-    if (!eng_.step()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (eng_.step()) ++steps_;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 

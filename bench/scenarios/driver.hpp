@@ -2,10 +2,11 @@
 // driver: plays a scripted workload against one engine in-process, on this thread.
 //
 // A planned request is submitted at a wall-clock offset, or `gap_s` after another planned
-// request finished (multi-turn sessions, tool calls). Its prompt may be built from earlier
-// requests' prompts and outputs when it is submitted. The driver steps the engine until every
-// planned request has finished and records, per request, submit / first-token / finish times,
-// token times and what the prefix cache supplied.
+// request finished (multi-turn sessions, tool calls), and not before the engine has run
+// `min_steps` steps (a speed-independent "while that load is under way"). Its prompt may be
+// built from earlier requests' prompts and outputs when it is submitted. The driver steps the
+// engine until every planned request has finished and records, per request, submit /
+// first-token / finish times, token times and what the prefix cache supplied.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -25,6 +26,7 @@ struct planned {
   int64_t max_new = 8;
   std::string session;
   std::vector<int> also_after;     // more requests that must have finished first
+  int64_t min_steps = 0;           // ... and the engine has run at least this many steps
 };
 
 struct outcome {
@@ -47,6 +49,7 @@ class driver {
   const std::vector<planned>& plans() const { return plans_; }
   size_t size() const { return plans_.size(); }
   double elapsed() const;
+  int64_t steps() const { return steps_; }  // engine steps that did work during run()
 
  private:
   bool ready(size_t i, double now) const;
@@ -57,6 +60,7 @@ class driver {
   std::vector<outcome> out_;
   std::vector<bool> submitted_, finished_;
   std::chrono::steady_clock::time_point t0_;
+  int64_t steps_ = 0;
   std::string failure_;  // set by the engine's callback (which must not throw)
 };
 

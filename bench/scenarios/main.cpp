@@ -1,13 +1,14 @@
 // bench_scenarios: the four serving scenarios of issue 5 (warm follow-up, tool call in a long
 // load, cold prompt among chatty sessions, agents with tool gaps), each under both schedulers
-// (and both retention policies where it matters) in one run. Prints a table and one JSON
+// (and, for the agents, both retention policies) in one run. Prints a table and one JSON
 // line. Timings are measurements, never assertions: CI runs `--scale smoke` only to show the
 // scenarios run end to end.
 //
 //   TANDEM_SOURCE_ROOT=. build/bench/scenarios/bench_scenarios --scale full
 //   build/bench/scenarios/bench_scenarios --scale smoke --scenario 2
+//   bench_scenarios --scale h200 --backend cuda --model /tmp/model.gguf   # scripts/gpu-scenarios.sh
+#include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <fmt/format.h>
 #include <iostream>
 #include <string>
@@ -30,9 +31,17 @@ double ratio(const row& r) {
   return den != 0 ? value(r, r.ratio_of.substr(0, slash)) / den : 0;
 }
 
-void print(const std::vector<row>& rows, const scale& s) {
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) o += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+  return o;
+}
+
+void print(const std::vector<row>& rows, const context& x, const std::vector<std::pair<std::string, double>>& wall) {
   std::cout << fmt::format("{:<26} {:<28} {:>44}  {:>7}  {}\n", "scenario", "metric", "per configuration", "ratio", "goal");
-  std::string json = fmt::format("{{\"bench\":\"scenarios\",\"scale\":\"{}\",\"rows\":[", s.smoke ? "smoke" : "full");
+  const std::string backend = x.t.backend.empty() ? (x.t.pipeline.empty() ? "cpu" : "pipeline") : x.t.backend;
+  std::string json = fmt::format("{{\"bench\":\"scenarios\",\"scale\":\"{}\",\"backend\":\"{}\",\"rows\":[", x.s.name,
+                                 json_escape(backend));
   for (size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];
     std::string vals, jv;
@@ -45,32 +54,58 @@ void print(const std::vector<row>& rows, const scale& s) {
                         "\"ratio_value\":{:.6g},\"goal\":\"{}\"}}",
                         i ? "," : "", r.scenario, r.metric, r.unit, jv, r.ratio_of, ratio(r), r.goal);
   }
-  std::cout << json << "]}\n";
+  json += "],\"wall_s\":{";
+  for (size_t i = 0; i < wall.size(); ++i) json += fmt::format("{}\"{}\":{:.1f}", i ? "," : "", wall[i].first, wall[i].second);
+  std::cout << json << "}}\n";
+}
+
+int usage() {
+  std::cerr << "usage: bench_scenarios [--scale smoke|full|h200] [--scenario 1|2|3|4|all]\n"
+               "                       [--backend cpu|cuda] [--pipeline FILE] [--model FILE|NAME] [--set k=v]...\n"
+               "  --backend cpu (default) runs pipelines/cpu.yaml and pipelines/warm_bypass.yaml; any other\n"
+               "  backend, or --pipeline, runs one base pipeline (default pipelines/default.yaml) with\n"
+               "  backend.plugin and scheduler.plugin set on it.\n";
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  scale s;
-  std::string which = "all";
+  std::string scale_name = "full", which = "all";
+  target t;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--scale" && i + 1 < argc) s.smoke = std::strcmp(argv[++i], "smoke") == 0;
-    else if (a == "--scenario" && i + 1 < argc) which = argv[++i];
-    else {
-      std::cerr << "usage: bench_scenarios [--scale smoke|full] [--scenario 1|2|3|4|all]\n";
-      return 2;
-    }
+    const bool has = i + 1 < argc;
+    if (a == "--scale" && has) scale_name = argv[++i];
+    else if (a == "--scenario" && has) which = argv[++i];
+    else if (a == "--backend" && has) t.backend = argv[++i];
+    else if (a == "--pipeline" && has) t.pipeline = argv[++i];
+    else if (a == "--model" && has) t.model = argv[++i];
+    else if (a == "--set" && has) t.overrides.emplace_back(argv[++i]);
+    else return usage();
   }
-  if (s.smoke) s.kv_tokens = 8192, s.max_model_len = 4096;
   try {
+    context x{scale_named(scale_name), t, {}, {}};
+    x.schedulers = {{"fcfs", "fcfs", "lru"}, {"warm_bypass", "warm_bypass", "lru"}};
+    x.agents = {{"fcfs+lru", "fcfs", "lru"},
+                {"fcfs+session", "fcfs", "session"},
+                {"warm_bypass+lru", "warm_bypass", "lru"},
+                {"warm_bypass+session", "warm_bypass", "session"}};
     std::vector<row> rows;
-    auto add = [&](std::vector<row> more) { rows.insert(rows.end(), more.begin(), more.end()); };
-    if (which == "all" || which == "1") add(warm_follow_up(s));
-    if (which == "all" || which == "2") add(tool_call_in_long_load(s));
-    if (which == "all" || which == "3") add(cold_among_chatty(s));
-    if (which == "all" || which == "4") add(agents_with_tool_gaps(s));
-    print(rows, s);
+    std::vector<std::pair<std::string, double>> wall;
+    auto run = [&](const char* n, std::vector<row> (*f)(const context&)) {
+      if (which != "all" && which != n) return;
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<row> more = f(x);
+      wall.emplace_back(n, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      rows.insert(rows.end(), more.begin(), more.end());
+    };
+    run("1", warm_follow_up);
+    run("2", tool_call_in_long_load);
+    run("3", cold_among_chatty);
+    run("4", agents_with_tool_gaps);
+    if (rows.empty()) return usage();
+    print(rows, x, wall);
   } catch (const std::exception& e) {
     std::cerr << "bench_scenarios: " << e.what() << "\n";
     return 1;
