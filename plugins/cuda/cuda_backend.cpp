@@ -9,6 +9,7 @@
 
 #include "check.hpp"
 #include "cuda_weights.hpp"
+#include "exl3_weights.hpp"
 #include "tandem/error.hpp"
 #include "tandem/weight_format.hpp"
 #include "tandem_quant/ggml_blocks.hpp"
@@ -78,14 +79,16 @@ void cuda_backend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
 void cuda_backend::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
 std::unique_ptr<linear_weight> cuda_backend::load_linear(const tensor_info& w) {
+  if (w.type == dtype::exl3) return std::make_unique<cuda_exl3_linear>(w, stream_);
   return std::make_unique<cuda_linear>(w, opt_.gemm, stream_);
 }
 
 std::unique_ptr<linear_weight> cuda_backend::load_linear_group(std::span<const tensor_info* const> parts) {
   // One matrix when the parts can be concatenated (same type and width); else the
-  // default group of separate linears.
+  // default group of separate linears (always for EXL3: trellises are not concatenated).
   for (const tensor_info* p : parts)
-    if (p->type != parts.front()->type || p->shape.size() != 2 || parts.front()->shape.size() != 2 ||
+    if (p->type == dtype::exl3 || p->type != parts.front()->type || p->shape.size() != 2 ||
+        parts.front()->shape.size() != 2 ||
         p->shape[1] != parts.front()->shape[1] || parts.size() > 4)
       return backend::load_linear_group(parts);
   return std::make_unique<cuda_linear>(parts, opt_.gemm, stream_);

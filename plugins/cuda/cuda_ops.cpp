@@ -6,6 +6,7 @@
 #include "check.hpp"
 #include "cuda_backend.hpp"
 #include "cuda_weights.hpp"
+#include "exl3_weights.hpp"
 #include "tandem/error.hpp"
 #include "tandem_cuda/kernels.hpp"
 #include "tandem_ref/ops.hpp"
@@ -106,6 +107,18 @@ void cuda_backend::attach_rope_table(dev_rope& r, int head_dim, int positions) {
 
 void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) {
   op_profiler::scope timed(prof_, "linear", stream_);
+  if (const cuda_exl3_linear* e = as_exl3(w)) {  // EXL3: exl3_weights.cpp
+    const int64_t n = x.numel() / e->in_features();
+    if (x.numel() != n * e->in_features() || y.numel() != n * e->out_features())
+      bad("linear", "x and y do not fit the EXL3 weight [" + std::to_string(e->out_features()) + ", " +
+                        std::to_string(e->in_features()) + "]");
+    const float* xp = f32(x, "linear", "x");
+    float* yp = f32(y, "linear", "y");
+    if (n == 0) return;
+    run_exl3_linear(*e, xp, n, yp, grow(x16_, exl3_workspace_bytes(*e, n), "linear"), cublas_, stream_);
+    check_launch("linear (exl3)");
+    return;
+  }
   const cuda_linear& lw = as_cuda(w, "linear");
   const dev_matrix& m = lw.matrix();
   // Views may be [n, in] or [n, heads, head_dim]: only the element counts must agree.
