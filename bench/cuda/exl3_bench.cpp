@@ -1,0 +1,146 @@
+// bench_cuda_exl3: the EXL3 kernels of tandem_exl3_cuda on square MUL1 matrices (random
+// trellis words), against the device-to-device copy bandwidth measured in the same run.
+//  - the decode linear at 1 row (input Hadamard + fused decode GEMV + output Hadamard, as
+//    backend.cuda runs it) on 8192^2 and 16384^2 weights, K = 2, 3, 4, 6, 8: microseconds,
+//    GB/s of trellis bytes (K/8 bytes per weight), % of the copy bandwidth; then the GEMV
+//    kernel alone (exl3_gemv_rotated); 8 and 16 rows as a multiple of the 1-row time;
+//  - exl3_reconstruct (Ŵ to fp16, the prefill path's decode) in microseconds.
+// Each figure is the median of 15 replays of a CUDA graph of 20 launches that rotate over
+// enough weight copies to exceed 3x the L2 (so weights come from DRAM, as in decode).
+// Reference on this H200 (shared/GPU.md): exllamav3 1.4.1 takes 34.7 us at K=4, 1 row, 8192^2.
+//
+//   build/bench/cuda/bench_cuda_exl3
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "tandem_exl3_cuda/exl3_cuda.hpp"
+
+using namespace tandem;
+namespace xc = tandem::exl3::cuda;
+
+namespace {
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+template <class T>
+T* dev_alloc(size_t bytes) {
+  void* p = nullptr;
+  bench::ck(cudaMalloc(&p, bytes));
+  return static_cast<T*>(p);
+}
+
+// Median microseconds per call of `body(i)`, i = 0..19 captured into one graph.
+template <class F>
+double graph_us(cudaStream_t s, F&& body) {
+  constexpr int calls = 20;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  bench::ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) body(i);
+  bench::ck(cudaStreamEndCapture(s, &g));
+  bench::ck(cudaGraphInstantiate(&ge, g, 0));
+  const double ms = bench::median_ms(s, 3, 15, [&] { bench::ck(cudaGraphLaunch(ge, s)); });
+  bench::ck(cudaGetLastError());
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  return ms * 1e3 / calls;
+}
+
+struct row {
+  int64_t n;
+  int K;
+  double us1, us1_kernel, us8, us16, recon_us, gbs, pct;
+};
+
+}  // namespace
+
+int main() {
+  cudaStream_t s = nullptr;
+  bench::ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaDeviceProp prop{};
+  bench::ck(cudaGetDeviceProperties(&prop, 0));
+  const double copy = bench::copy_gbs(s);
+  std::printf("%s, %d SMs, L2 %d MB; device-to-device copy %.0f GB/s (read + write)\n", prop.name,
+              prop.multiProcessorCount, prop.l2CacheSize >> 20, copy);
+  std::vector<row> rows;
+  uint64_t seed = 1;
+  for (int64_t N : {8192, 16384}) {
+    const int64_t k = N, n = N;
+    // Activations, scratch and outputs for up to 16 rows.
+    std::vector<float> xh(static_cast<size_t>(16 * k));
+    for (auto& v : xh) v = static_cast<float>(static_cast<int64_t>(splitmix(seed) % 2001) - 1000) / 1000.0f;
+    std::vector<uint16_t> sc(static_cast<size_t>(N));
+    for (auto& v : sc) v = (splitmix(seed) & 1 ? 0x3C00 : 0xBC00) | static_cast<uint16_t>(splitmix(seed) & 0x1ff);
+    float* x = dev_alloc<float>(xh.size() * 4);
+    float* y = dev_alloc<float>(static_cast<size_t>(16 * n) * 4);
+    __half* suh = dev_alloc<__half>(static_cast<size_t>(N) * 2);
+    __half* svh = dev_alloc<__half>(static_cast<size_t>(N) * 2);
+    __half* w_hat = dev_alloc<__half>(static_cast<size_t>(k * n) * 2);
+    bench::ck(cudaMemcpy(x, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice));
+    bench::ck(cudaMemcpy(suh, sc.data(), sc.size() * 2, cudaMemcpyHostToDevice));
+    bench::ck(cudaMemcpy(svh, sc.data(), sc.size() * 2, cudaMemcpyHostToDevice));
+    for (int K : {2, 3, 4, 6, 8}) {
+      const size_t tbytes = static_cast<size_t>(k * n / 8 * K);
+      const int copies = static_cast<int>(std::max<size_t>(2, (3 * static_cast<size_t>(prop.l2CacheSize)) / tbytes + 1));
+      std::vector<uint64_t> host(tbytes / 8);
+      for (auto& v : host) v = splitmix(seed);
+      std::vector<uint16_t*> tr(copies);
+      for (auto& t : tr) {
+        t = dev_alloc<uint16_t>(tbytes);
+        bench::ck(cudaMemcpy(t, host.data(), tbytes, cudaMemcpyHostToDevice));
+      }
+      auto mat = [&](int i) { return xc::dev_exl3{K, 2, k, n, tr[i % copies], suh, svh, nullptr}; };
+      void* ws = dev_alloc<uint8_t>(xc::exl3_gemv_scratch_bytes(mat(0), 16));
+      auto lin = [&](int r) {
+        return graph_us(s, [&](int i) { xc::exl3_gemv(mat(i), x, r, k, nullptr, n, y, ws, s); });
+      };
+      lin(1);  // first launches: attributes, occupancy queries
+      row rw{N, K, lin(1), 0, lin(8), lin(16), 0, 0, 0};
+      auto* xh16 = static_cast<__half*>(ws);
+      auto* acc = reinterpret_cast<float*>(static_cast<uint8_t*>(ws) + ((16 * k * 2 + 255) / 256 * 256));
+      rw.us1_kernel = graph_us(s, [&](int i) { xc::exl3_gemv_rotated(mat(i), xh16, 1, acc, s); });
+      rw.recon_us = graph_us(s, [&](int i) { xc::exl3_reconstruct(mat(i), w_hat, s); });
+      rw.gbs = static_cast<double>(tbytes) / (rw.us1 * 1e-6) / 1e9;
+      rw.pct = 100.0 * rw.gbs / copy;
+      rows.push_back(rw);
+      for (auto t : tr) cudaFree(t);
+      cudaFree(ws);
+    }
+    cudaFree(x), cudaFree(y), cudaFree(suh), cudaFree(svh), cudaFree(w_hat);
+  }
+  std::printf("\nEXL3 MUL1 decode linear, 1 row unless said (trellis bytes only in GB/s)\n");
+  std::printf("%-7s %2s %9s %8s %7s %11s %7s %7s %11s %11s\n", "matrix", "K", "1 row us", "GB/s", "% copy",
+              "gemv-only", "8 rows", "16 rows", "recon us", "recon TB/s");
+  for (const row& r : rows) {
+    const double recon_bytes = static_cast<double>(r.n) * r.n * (r.K / 8.0 + 2.0);
+    std::printf("%5lld^2 %2d %9.1f %8.0f %6.1f%% %9.1f us %6.2fx %6.2fx %11.1f %11.2f\n", static_cast<long long>(r.n),
+                r.K, r.us1, r.gbs, r.pct, r.us1_kernel, r.us8 / r.us1, r.us16 / r.us1, r.recon_us,
+                recon_bytes / (r.recon_us * 1e-6) / 1e12);
+  }
+  std::string js = "{\"bench\":\"exl3\",\"device\":\"" + std::string(prop.name) + "\",\"copy_gbs\":" +
+                   std::to_string(copy) + ",\"results\":[";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const row& r = rows[i];
+    char b[400];
+    std::snprintf(b, sizeof b,
+                  "%s{\"n\":%lld,\"K\":%d,\"us_1row\":%.2f,\"us_gemv_kernel\":%.2f,\"us_8rows\":%.2f,\"us_16rows\":%.2f,"
+                  "\"gbs_1row\":%.1f,\"pct_copy\":%.1f,\"us_reconstruct\":%.2f}",
+                  i ? "," : "", static_cast<long long>(r.n), r.K, r.us1, r.us1_kernel, r.us8, r.us16, r.gbs, r.pct,
+                  r.recon_us);
+    js += b;
+  }
+  std::printf("%s]}\n", js.c_str());
+  cudaStreamDestroy(s);
+  return 0;
+}
