@@ -70,7 +70,8 @@ int run_inspect(const args& a) {
   po::options_description desc("tandem inspect MODEL [options]");
   desc.add_options()("help,h", "this help")
       ("model", po::value(&model)->required(), "a model file, or a manifest name (pulled if needed)")
-      ("weights", po::value(&plugin)->default_value(plugin), "the weights plugin that reads it")
+      ("weights", po::value(&plugin)->default_value(plugin),
+       "the weights plugin that reads it (a directory defaults to weights.exl3)")
       ("full", po::bool_switch(&full), "print long strings (the chat template) in full")
       ("no-tensors", po::bool_switch(&no_tensors), "metadata only");
   po::positional_options_description pos;
@@ -79,6 +80,8 @@ int run_inspect(const args& a) {
   if (auto rc = parse_args("inspect", a, desc, vm, &pos)) return *rc;
 
   auto path = resolve_model(model, true, [](std::string_view s) { std::cerr << s << "\n"; });
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec) && vm["weights"].defaulted()) plugin = "weights.exl3";
   plugin_host host(plugin_host::default_search_path());
   config cfg;
   for (const config_key& k : host.find(plugin).keys())

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "commands.hpp"
+#include "model_option.hpp"
 #include "parse_args.hpp"
 #include "tandem/error.hpp"
 #include "tandem/pipeline.hpp"
@@ -18,7 +19,7 @@ namespace {
 
 struct serve_options {
   std::string pipeline = "pipelines/default.yaml";
-  std::string host;
+  std::string host, model;
   int port = -1;  // -1: the pipeline's server.port
   int io_threads = 2;
   size_t max_pending = 256;
@@ -31,6 +32,8 @@ po::options_description describe(serve_options& o) {
   d.add_options()
       ("help,h", "this help")
       ("pipeline,p", po::value(&o.pipeline)->default_value(o.pipeline), "pipeline file")
+      ("model,m", po::value(&o.model), "the model (same as --set model=M); a directory (EXL3) "
+       "without --pipeline uses pipelines/exl3.yaml")
       ("host", po::value(&o.host), "address to listen on (default: the pipeline's server.host)")
       ("port", po::value(&o.port), "TCP port, 0 = any free one (default: the pipeline's server.port)")
       ("io-threads", po::value(&o.io_threads)->default_value(o.io_threads), "HTTP I/O threads")
@@ -95,6 +98,7 @@ int run_serve(const args& a) {
     if (o.max_pending < 1) throw po::error("--max-pending must be at least 1");
   };
   if (auto rc = parse_args("serve", a, desc, vm, nullptr, check)) return *rc;
+  apply_model_option(o.model, vm, o.pipeline, o.sets);
   const auto [host, port] = listen_address(o);
 
   // Signals are taken by sigtimedwait on this thread only: block them before any thread starts.

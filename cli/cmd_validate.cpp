@@ -31,13 +31,14 @@ po::options_description validate_options() {
   return d;
 }
 
-// The model named by the pipeline must be an existing file or a known manifest; nothing is
-// downloaded or hashed here.
+// The model named by the pipeline must be an existing file, a model directory (config.json
+// inside: EXL3 for weights.exl3) or a known manifest; nothing is downloaded or hashed here.
 std::optional<diagnostic> check_model(const pipeline_spec& spec) {
   const std::string& m = spec.model;
   diagnostic d{spec.model_pos, "model", "", ""};
   std::error_code ec;
   if (std::filesystem::is_regular_file(m, ec)) return std::nullopt;
+  if (std::filesystem::is_regular_file(std::filesystem::path(m) / "config.json", ec)) return std::nullopt;
   if (m.find('/') != std::string::npos || m.ends_with(".gguf")) {
     d.message = "model file '" + m + "' not found";
     return d;

@@ -189,3 +189,50 @@ BOOST_AUTO_TEST_CASE(gaussian_mse_per_k) {
     prev = mse;
   }
 }
+
+// Every instruction-set path this CPU runs (generic, AVX2, AVX-512) gives the same states
+// and costs, bit for bit, on ordinary, tiny (fp16 subnormal) and huge (cost overflow to
+// inf) tiles, for every K; prints each path's speed.
+BOOST_AUTO_TEST_CASE(isa_paths_are_bit_identical) {
+  std::mt19937 g(6);
+  std::vector<viterbi_isa> isas;
+  for (viterbi_isa i : {viterbi_isa::generic, viterbi_isa::avx2, viterbi_isa::avx512})
+    if (viterbi_isa_supported(i)) isas.push_back(i);
+  BOOST_TEST_MESSAGE("default path: " << viterbi_isa_name(default_viterbi_isa()));
+  BOOST_CHECK_THROW(parse_viterbi_isa("sse9").value(), std::bad_optional_access);
+  const float scales[3] = {1.0f, 1e-6f, 300.0f};
+  for (codebook cb : {codebook::mul1, codebook::inst3}) {
+    for (int K = 1; K <= 8; ++K) {
+      if (cb == codebook::inst3 && K != 1 && K != 4 && K != 8) continue;  // the generic path is slow
+      std::vector<float> w(256 * 3);
+      for (int t = 0; t < 3; ++t)
+        for (int i = 0; i < 256; ++i) w[256 * t + i] = random_half(g, scales[t]);
+      std::vector<uint16_t> ref_s(256 * 3);
+      std::vector<float> ref_q(256 * 3), ref_c(3);
+      for (size_t n = 0; n < isas.size(); ++n) {
+        const tile_coder c(cb, K, isas[n]);
+        BOOST_TEST((c.isa() == isas[n]));
+        std::vector<uint16_t> s(256 * 3);
+        std::vector<float> q(256 * 3), cost(3);
+        const auto t0 = std::chrono::steady_clock::now();
+        encode_tiles(c, w.data(), 3, s.data(), q.data(), 1, cost.data());
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (cb == codebook::mul1)
+          std::printf("K=%d %-7s %.1f ms per tile (one thread)\n", K, viterbi_isa_name(isas[n]), secs / 3 * 1e3);
+        if (n == 0) {
+          ref_s = s, ref_q = q, ref_c = cost;
+          continue;
+        }
+        BOOST_TEST_CONTEXT("K=" << K << " " << name(cb) << " " << viterbi_isa_name(isas[n])) {
+          BOOST_TEST(s == ref_s);
+          BOOST_TEST(std::equal(q.begin(), q.end(), ref_q.begin(), [](float a, float b) {
+            return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+          }));
+          BOOST_TEST(std::equal(cost.begin(), cost.end(), ref_c.begin(), [](float a, float b) {
+            return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+          }));
+        }
+      }
+    }
+  }
+}

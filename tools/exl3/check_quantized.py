@@ -10,6 +10,15 @@ the relative reconstruction error ||W - W_gguf||² / ||W_gguf||² per module (q/
 un-permuted from llama.cpp's order). Also checks the unquantized tensors, the shard index
 and the config's quantization_config. Exit status 1 when a check fails or an error exceeds
 --max-rel-error. Needs numpy, safetensors and gguf (tools/requirements-exl3.txt).
+
+    ... --compare-run RUN.json [--logprob-tol 2e-3]
+
+also runs a float64 numpy llama forward (Hugging Face convention: rotate-half RoPE on the
+stored, un-permuted q/k; hyperparameters from config.json) on the decoded weights over the
+prompt and generated tokens of a `tandem run --logprobs-out RUN.json` file, teacher forced,
+and checks every generated token against it: tandem's full log-softmax row within
+--logprob-tol (max abs difference over the 64 most likely tokens), and the token tandem
+picked greedily is numpy's argmax (or within the tolerance of it: a near tie).
 """
 import argparse
 import json
@@ -84,6 +93,108 @@ def decode_linear(t, key):
     return suh[:, None] * w * svh[None, :], trellis.shape[-1] // 16, cb
 
 
+def rms_norm(x, w, eps):
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w
+
+
+def rope_hf(x, pos, theta):
+    d = x.shape[-1]
+    inv = theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    ang = pos[:, None] * inv[None, :]
+    cos, sin = np.cos(np.concatenate([ang, ang], -1)), np.sin(np.concatenate([ang, ang], -1))
+    rot = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], -1)
+    return x * cos[:, None, :] + rot * sin[:, None, :]
+
+
+def quantized_model(t, cfg):
+    """The dequantized model as float64 arrays, y = x @ W with W [in, out]."""
+    d, ffn = cfg["hidden_size"], cfg["intermediate_size"]
+    nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg.get("head_dim") or d // nh
+    shapes = {"self_attn.q_proj": (d, nh * hd), "self_attn.k_proj": (d, nkv * hd),
+              "self_attn.v_proj": (d, nkv * hd), "self_attn.o_proj": (nh * hd, d),
+              "mlp.gate_proj": (d, ffn), "mlp.up_proj": (d, ffn), "mlp.down_proj": (ffn, d)}
+    m = {"emb": t["model.embed_tokens.weight"].astype(np.float64),
+         "norm": t["model.norm.weight"].astype(np.float64), "layers": []}
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        layer = {"attn_norm": t[p + "input_layernorm.weight"].astype(np.float64),
+                 "ffn_norm": t[p + "post_attention_layernorm.weight"].astype(np.float64)}
+        for mod, (i, o) in shapes.items():
+            layer[mod] = decode_linear(t, p + mod)[0][:i, :o]
+        m["layers"].append(layer)
+    vocab = m["emb"].shape[0]
+    if "lm_head.trellis" in t:
+        m["head"] = decode_linear(t, "lm_head")[0][:d, :vocab]
+    elif "lm_head.weight" in t:
+        m["head"] = t["lm_head.weight"].astype(np.float64).T
+    else:  # tied
+        m["head"] = m["emb"].T
+    return m
+
+
+def forward(m, cfg, ids):
+    """Logits [T, vocab] of a causal float64 forward over ids."""
+    d, nh, nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg.get("head_dim") or d // nh
+    eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
+    ids = np.asarray(ids)
+    T = len(ids)
+    pos = np.arange(T, dtype=np.float64)
+    x = m["emb"][ids]
+    mask = np.triu(np.full((T, T), -np.inf), 1)
+    for L in m["layers"]:
+        h = rms_norm(x, L["attn_norm"], eps)
+        q = rope_hf((h @ L["self_attn.q_proj"]).reshape(T, nh, hd), pos, theta)
+        k = rope_hf((h @ L["self_attn.k_proj"]).reshape(T, nkv, hd), pos, theta)
+        v = (h @ L["self_attn.v_proj"]).reshape(T, nkv, hd)
+        out = np.zeros_like(q)
+        for head in range(nh):
+            kv = head // (nh // nkv)
+            sc = q[:, head] @ k[:, kv].T / np.sqrt(hd) + mask
+            pr = np.exp(sc - sc.max(-1, keepdims=True))
+            out[:, head] = (pr / pr.sum(-1, keepdims=True)) @ v[:, kv]
+        x = x + out.reshape(T, -1) @ L["self_attn.o_proj"]
+        h = rms_norm(x, L["ffn_norm"], eps)
+        g, u = h @ L["mlp.gate_proj"], h @ L["mlp.up_proj"]
+        x = x + (g / (1 + np.exp(-g)) * u) @ L["mlp.down_proj"]
+    return rms_norm(x, m["norm"], eps) @ m["head"]
+
+
+def log_softmax(z):
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def compare_run(t, cfg, run_path, tol):
+    """Checks a `tandem run --logprobs-out` file against the numpy forward; returns (report, failures)."""
+    run = json.load(open(run_path))
+    prompt, toks = run["prompt"], run["tokens"]
+    fails = []
+    if not toks:
+        return {}, ["the run generated no tokens"]
+    lp_ref = log_softmax(forward(quantized_model(t, cfg), cfg, prompt + toks[:-1]))[len(prompt) - 1:]
+    worst, argmax_ok = 0.0, 0
+    for i, tok in enumerate(toks):
+        got = np.array([-np.inf if v is None else v for v in run["logprobs"][i]], dtype=np.float64)
+        ref = lp_ref[i]
+        if got.shape != ref.shape:
+            fails.append(f"step {i}: tandem's row has {got.shape[0]} entries, the model's vocab {ref.shape[0]}")
+            continue
+        top = np.argsort(-ref)[:64]
+        diff = float(np.abs(got[top] - ref[top]).max())
+        worst = max(worst, diff)
+        if diff > tol:
+            fails.append(f"step {i}: log-probabilities differ by {diff:.3g} > {tol}")
+        best = int(np.argmax(ref))
+        if tok == best:
+            argmax_ok += 1
+        elif ref[best] - ref[tok] > tol:
+            fails.append(f"step {i}: tandem chose {tok} (numpy log-prob {ref[tok]:.5f}), numpy's argmax is "
+                         f"{best} ({ref[best]:.5f})")
+    return {"steps": len(toks), "argmax_equal": argmax_ok, "max_logprob_diff": worst}, fails
+
+
 def unpermute(w, n_head):
     # inverse of llama.cpp's permute: GGUF rows (adjacent pairs) -> HF rows (half split)
     return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -95,6 +206,9 @@ def main():
     ap.add_argument("gguf")
     ap.add_argument("--max-rel-error", type=float, default=None)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--compare-run", metavar="RUN_JSON",
+                    help="a `tandem run --logprobs-out` file to check against a numpy forward")
+    ap.add_argument("--logprob-tol", type=float, default=2e-3)
     a = ap.parse_args()
     fails = []
     index = json.load(open(os.path.join(a.out_dir, "model.safetensors.index.json")))
@@ -157,11 +271,17 @@ def main():
             fails.append("missing " + hf)
         elif not np.array_equal(t[hf], src_weight(gg).astype(np.float16)):
             fails.append(hf + " differs from fp16(" + gg + ")")
+    run_report = None
+    if a.compare_run:
+        run_report, run_fails = compare_run(t, cfg, a.compare_run, a.logprob_tol)
+        fails += run_fails
     if a.json:
-        print(json.dumps({"modules": report, "failures": fails}, indent=1))
+        print(json.dumps({"modules": report, "run": run_report, "failures": fails}, indent=1))
     else:
         for k, v in report.items():
             print(f"{k:40s} K={v['bits']} {v['codebook']:5s} rel_error {v['rel_error']:.6f}")
+        if run_report is not None:
+            print("tandem run vs numpy forward:", json.dumps(run_report))
         for f in fails:
             print("FAIL:", f)
     return 1 if fails else 0

@@ -1,4 +1,5 @@
-// Turning a pipeline's `model:` value into a file: a path, or a manifest name.
+// Turning a pipeline's `model:` value into a file: a path (a file, or a model directory
+// holding config.json), or a manifest name.
 #include "tandem/error.hpp"
 #include "tandem/model_store.hpp"
 
@@ -30,6 +31,11 @@ fs::path resolve_model(std::string_view model, bool allow_pull, const progress_f
   const fs::path p(model);
   std::error_code ec;
   if (fs::is_regular_file(p, ec)) return p;
+  // A model directory (EXL3 / Hugging Face layout: config.json inside) is itself; the
+  // pipeline's weights plugin (weights.exl3) opens it.
+  if (fs::is_directory(p, ec) && fs::is_regular_file(p / "config.json", ec)) return p;
+  if (fs::is_directory(p, ec))
+    throw model_error(p.string(), "is not a regular file, nor a model directory (no config.json in it)");
   if (fs::exists(p, ec)) throw model_error(p.string(), "is not a regular file");
   std::optional<model_manifest> m = find_manifest(model);
   if (!m) {

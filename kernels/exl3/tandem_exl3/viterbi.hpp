@@ -22,6 +22,8 @@
 //   tandem::exl3::encode_tiles(coder, tiles, n, all_states, all_q, 2);   // threaded
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "tandem_exl3/codebook.hpp"
@@ -33,13 +35,25 @@ float round_to_half(float x);
 // fp16(d*d + c) with a single rounding, for an fp16 d and an fp16 c >= 0 (see viterbi.cpp).
 float half_fma_sq(float d, float c);
 
+// The instruction set a tile coder's inner loop runs with. All give bit-identical results.
+enum class viterbi_isa { generic, avx2, avx512 };
+bool viterbi_isa_supported(viterbi_isa isa);  // by this CPU
+const char* viterbi_isa_name(viterbi_isa isa);  // "generic", "avx2", "avx512"
+std::optional<viterbi_isa> parse_viterbi_isa(std::string_view s);
+// The best this CPU supports, or $TANDEM_EXL3_VITERBI (avx512|avx2|generic; tandem::error
+// when unknown or unsupported). Read once per process.
+viterbi_isa default_viterbi_isa();
+
 class tile_coder {
  public:
-  // K: bits per weight, 1..8 (else tandem::error).
+  // K: bits per weight, 1..8 (else tandem::error). The first form runs on
+  // default_viterbi_isa(); the second on `isa` (tandem::error when this CPU lacks it).
   tile_coder(codebook cb, int bits);
+  tile_coder(codebook cb, int bits, viterbi_isa isa);
 
   codebook book() const { return cb_; }
   int bits() const { return k_; }
+  viterbi_isa isa() const { return isa_; }
   int edges() const { return 1 << (16 - k_); }
   // The codebook value of every state, as float (exact fp16 values).
   const float* table() const { return table_; }
@@ -59,6 +73,7 @@ class tile_coder {
  private:
   codebook cb_;
   int k_;
+  viterbi_isa isa_;
   const float* table_;
 };
 
