@@ -74,6 +74,7 @@ int run_quantize(const args& a) {
     const auto rep = quantize::quantize_exl3(*wf, path.string(), r);
     if (rep.layers_skipped) std::cout << "resumed after " << rep.layers_skipped << " finished layers\n";
     std::cout << "calibration tokens: " << rep.calibration_tokens << "\n";
+    std::cout << "LM head: " << rep.head << "\n";
     for (const auto& [key, e] : rep.proxy_error) std::printf("proxy error %-40s %.6f\n", key.c_str(), e);
     std::printf("bits per weight (layers, incl. suh/svh): %.4f\nwrote %s\n", rep.bits_per_weight, out.c_str());
     return 0;

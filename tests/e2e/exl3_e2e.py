@@ -76,6 +76,7 @@ class Exl3Serving(unittest.TestCase):
 
     def test_1_quantize_is_fast_and_clean(self):
         self.assertEqual(self.quant.returncode, 0, self.quant.stderr[-3000:])
+        self.assertIn("LM head: fp16 (the tied embedding, no lm_head tensor)", self.quant.stdout)
         cfg = json.loads(Path(self.out, "config.json").read_text())
         self.assertEqual(cfg["quantization_config"]["quant_method"], "exl3")
         self.assertTrue(cfg["tie_word_embeddings"])
@@ -149,6 +150,7 @@ class TiedQuantizedHead(unittest.TestCase):
         out = os.path.join(TMP, "tied_head4")
         r, _ = quantize(gguf_path, out, "--head-bits", "4")
         self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertIn("LM head: 4-bit lm_head quantized from the tied embedding", r.stdout)
         qc = json.loads(Path(out, "quantization_config.json").read_text())
         self.assertEqual(qc["tensor_storage"]["lm_head"]["bits_per_weight"], 4)
         run_json = os.path.join(TMP, "run_tied.json")

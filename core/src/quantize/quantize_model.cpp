@@ -236,7 +236,9 @@ exl3_report quantize_exl3(const weight_format& wf, const std::string& source, co
   const std::vector<float> head = tied ? embd : load_f32(wf, source, "output.weight", {hp.vocab, d});
   if (r.head_bits == 16) {
     if (!tied) last.add("lm_head.weight", "F16", {hp.vocab, d}, to_f16(head));
+    rep.head = tied ? "fp16 (the tied embedding, no lm_head tensor)" : "fp16 lm_head";
   } else {
+    rep.head = std::to_string(r.head_bits) + "-bit lm_head" + (tied ? " quantized from the tied embedding" : "");
     const std::vector<float> xn = cal.normed(onorm, hp.rms_eps);
     const auto H = cal.hessian(xn, d, 4ull * L);
     run_state& s = st;

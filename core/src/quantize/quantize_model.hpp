@@ -10,6 +10,10 @@
 // o_proj / gate,up / down see the outputs of the already-quantized q,k,v / o / gate,up.
 // Without a calibration file every linear uses the fallback (H = I, no LDLQ).
 //
+// A tied source (no output.weight, as SmolLM2) gets lm_head quantized from the embedding at
+// head_bits (exllamav3 does the same), or with head_bits 16 no lm_head tensor at all: the
+// loader then uses the fp16 embedding, as the source did.
+//
 // Output: model-0000i-of-0000N.safetensors (one shard per layer, the last one holding
 // embeddings, the final norm and lm_head), model.safetensors.index.json, config.json with
 // quantization_config, quantization_config.json with tensor_storage, tokenizer.json,
@@ -44,6 +48,9 @@ struct exl3_report {
   double bits_per_weight = 0;                 // over the layers' linears, incl. suh/svh
   int layers_skipped = 0;                     // finished in an earlier run
   int64_t calibration_tokens = 0;
+  // What became of the LM head: "fp16 (the tied embedding, no lm_head tensor)",
+  // "fp16 lm_head", "K-bit lm_head quantized from the tied embedding" or "K-bit lm_head".
+  std::string head;
 };
 
 // Throws tandem::error / model_error with a message naming the problem (bad settings,
