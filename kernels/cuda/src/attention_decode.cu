@@ -110,9 +110,10 @@ __global__ void __launch_bounds__(warps * 32)
     for (int i = 0; i < DPL; ++i) acc[g][i] = 0.0f;
   }
   constexpr int DPS = HD / 16;  // dims per lane in the q.k pass
-  // Rows in flight per lane: all 16 K rounds and 32 V rows at head_dim 64; half and a
-  // quarter of that at 128 (registers).
-  constexpr int k_batch = HD == 64 ? 16 : 8, v_batch = HD == 64 ? 32 : 8;
+  // Rows in flight per lane: 8 K rounds and 8 V rows. (All 16 and 32 at head_dim 64 —
+  // one round trip per group — took 206 registers and fell from 42% to 25% of copy
+  // bandwidth at 32 x 8k on the H200 while batch-1 decode did not move: occupancy wins.)
+  constexpr int k_batch = 8, v_batch = 8;
   float qreg[GM][DPS];
 #pragma unroll
   for (int g = 0; g < GM; ++g)
@@ -124,9 +125,8 @@ __global__ void __launch_bounds__(warps * 32)
     const int64_t slot = t < k1 ? slot_at(b, kv, s, t) : -1;
     // q.k with coalesced K reads: 16 lanes read one key row together (HD / 16 floats
     // each), so a warp load touches 2 rows instead of 32; round i covers keys i and i + 16
-    // of this group, reduced over the 16 lanes, and lane l keeps key l's score. The first
-    // K batch and the first V batch are requested together (V does not depend on the
-    // scores): at head_dim 64 that is every load of the group, one memory round trip.
+    // of this group, reduced over the 16 lanes, and lane l keeps key l's score. V rows are
+    // requested after the softmax (holding them across the q.k pass costs occupancy).
     const int half = lane >> 4, sub = lane & 15;
     const int n_keys = min(32, k1 - base);
     float4 kreg[k_batch][DPS / 4];
@@ -161,7 +161,6 @@ __global__ void __launch_bounds__(warps * 32)
       }
     };
     load_k(0);
-    load_v(0);
     float sc[GM];
 #pragma unroll
     for (int g = 0; g < GM; ++g) sc[g] = 0.0f;
@@ -202,7 +201,7 @@ __global__ void __launch_bounds__(warps * 32)
       }
     }
     for (int j0 = 0; j0 < n_keys; j0 += v_batch) {
-      if (j0 > 0) load_v(j0);
+      load_v(j0);
 #pragma unroll
       for (int jj = 0; jj < v_batch; ++jj) {
 #pragma unroll
