@@ -8,37 +8,16 @@
 #include "host_memory.hpp"
 #include "tandem/error.hpp"
 #include "tandem/exl3_tensor.hpp"
+#include "tandem_exl3/descriptor.hpp"
 #include "tandem_exl3/linear.hpp"
 #include "views.hpp"
 
 namespace tandem::cpu {
 namespace {
 
-[[noreturn]] void fail(const std::string& name, const std::string& what) {
-  throw error("backend.cpu: EXL3 tensor '" + name + "' " + what);
-}
+exl3::exl3_matrix to_matrix(const exl3_tensor& e) { return exl3::matrix_of(e); }
 
-exl3::exl3_matrix to_matrix(const exl3_tensor& e) {
-  return {e.bits, static_cast<exl3::codebook>(e.codebook), e.k, e.n, e.trellis, e.suh, e.svh, e.bias};
-}
-
-const exl3_tensor& descriptor(const tensor_info& w) {
-  const exl3_tensor* e = exl3_tensor::of(w.type, w.data, w.nbytes);
-  if (e == nullptr) fail(w.name, "has no exl3_tensor descriptor");
-  if (e->codebook > 2) fail(w.name, "has codebook " + std::to_string(e->codebook) + " (0..2)");
-  if (w.shape != std::vector<int64_t>{e->out_features, e->in_features} || e->in_features > e->k ||
-      e->out_features > e->n || e->in_features <= 0 || e->out_features <= 0)
-    fail(w.name, "has a shape that does not match its descriptor");
-  try {
-    exl3::validate(to_matrix(*e));
-  } catch (const std::invalid_argument& x) {
-    fail(w.name, x.what());
-  }
-  if (e->out_perm)
-    for (int64_t o = 0; o < e->out_features; ++o)
-      if (e->out_perm[o] < 0 || e->out_perm[o] >= e->out_features) fail(w.name, "has an out_perm entry out of range");
-  return *e;
-}
+const exl3_tensor& descriptor(const tensor_info& w) { return exl3::checked_descriptor(w, "backend.cpu"); }
 
 // The trellis kept as is; each call runs linear_ref.
 class exl3_exact_linear final : public linear_weight {

@@ -7,33 +7,13 @@
 #include "check.hpp"
 #include "tandem/error.hpp"
 #include "tandem/exl3_tensor.hpp"
+#include "tandem_exl3/descriptor.hpp"
 #include "tandem_exl3/linear.hpp"
 
 namespace tandem::cuda {
 namespace {
 
-[[noreturn]] void fail(const std::string& name, const std::string& what) {
-  throw error("backend.cuda: EXL3 tensor '" + name + "' " + what);
-}
-
-// The same checks as backend.cpu's exl3 loader.
-const exl3_tensor& descriptor(const tensor_info& w) {
-  const exl3_tensor* e = exl3_tensor::of(w.type, w.data, w.nbytes);
-  if (e == nullptr) fail(w.name, "has no exl3_tensor descriptor");
-  if (e->codebook > 2) fail(w.name, "has codebook " + std::to_string(e->codebook) + " (0..2)");
-  if (w.shape != std::vector<int64_t>{e->out_features, e->in_features} || e->in_features > e->k ||
-      e->out_features > e->n || e->in_features <= 0 || e->out_features <= 0)
-    fail(w.name, "has a shape that does not match its descriptor");
-  try {
-    exl3::validate({e->bits, static_cast<exl3::codebook>(e->codebook), e->k, e->n, e->trellis, e->suh, e->svh, e->bias});
-  } catch (const std::invalid_argument& x) {
-    fail(w.name, x.what());
-  }
-  if (e->out_perm)
-    for (int64_t o = 0; o < e->out_features; ++o)
-      if (e->out_perm[o] < 0 || e->out_perm[o] >= e->out_features) fail(w.name, "has an out_perm entry out of range");
-  return *e;
-}
+const exl3_tensor& descriptor(const tensor_info& w) { return exl3::checked_descriptor(w, "backend.cuda"); }
 
 std::unique_ptr<cuda_buffer> upload(const void* host, size_t bytes, cudaStream_t stream) {
   auto b = std::make_unique<cuda_buffer>(bytes);

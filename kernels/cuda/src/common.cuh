@@ -6,32 +6,16 @@
 #include <cstdint>
 #include <utility>
 
+#include "tandem_cuda/pdl.cuh"
+
 namespace tandem::cuda::detail {
 
-// Programmatic dependent launch (sm_90+): a kernel launched with launch_pdl() may start
-// while the previous kernel of the stream is still running. It must call pdl_wait()
-// before touching anything an earlier kernel wrote (it returns once that kernel has
-// finished and its writes are visible); work before it may only read constants such as
-// weights. pdl_trigger() lets the next kernel start launching early.
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-
-bool pdl_enabled();  // TANDEM_CUDA_PDL=0 turns it off (for measuring what it gives)
-
+// Programmatic dependent launch: see tandem_cuda/pdl.cuh.
+__device__ __forceinline__ void pdl_wait() { pdl::wait(); }
+__device__ __forceinline__ void pdl_trigger() { pdl::trigger(); }
 template <class... KArgs, class... Args>
-void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);  // errors: the caller's cudaGetLastError
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  pdl::launch(kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 inline unsigned blocks_for(int64_t items, int threads) {

@@ -85,15 +85,6 @@ __global__ void f32_to_f16_kernel(const float* x, int64_t count, __half* out) {
 
 }  // namespace
 
-namespace detail {
-bool pdl_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("TANDEM_CUDA_PDL");
-    return e == nullptr || std::string(e) != "0";
-  }();
-  return on;
-}
-}  // namespace detail
 
 void rms_norm(const float* x, const float* w, float eps, int64_t n, int64_t d, float* out,
               cudaStream_t stream) {

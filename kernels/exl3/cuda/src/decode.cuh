@@ -13,6 +13,8 @@
 #include <string>
 #include <utility>
 
+#include "tandem_cuda/pdl.cuh"
+
 namespace tandem::exl3::cuda::detail {
 
 template <int K>
@@ -111,33 +113,12 @@ __device__ __forceinline__ void lane_fragments(const uint32_t* w, int shift, uin
   for (int i = 0; i < 4; ++i) b[i] = decode2<CB>(s[2 * i], s[2 * i + 1]);
 }
 
-// Programmatic dependent launch (as kernels/cuda's common.cuh): a kernel may start while the
-// previous one in the stream runs; it calls pdl_wait() before reading what that one wrote.
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-
-inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("TANDEM_CUDA_PDL");
-    return e == nullptr || std::string(e) != "0";
-  }();
-  return on;
-}
-
+// Programmatic dependent launch, as backend.cuda's kernels use it (tandem_cuda/pdl.cuh).
+__device__ __forceinline__ void pdl_wait() { tandem::cuda::pdl::wait(); }
+__device__ __forceinline__ void pdl_trigger() { tandem::cuda::pdl::trigger(); }
 template <class... KArgs, class... Args>
-void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  tandem::cuda::pdl::launch(kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 // Calls f.template operator()<K, CB>() for the runtime K (1..8) and codebook (0..2).
