@@ -31,6 +31,16 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Where output row o of token t of an n-token linear goes: segment-major for grouped
+// linears (see dev_matrix in tandem_cuda/kernels.hpp).
+template <class Matrix>
+__device__ __forceinline__ float* out_at(const Matrix& w, float* y, int64_t n, int t, int64_t o) {
+  int i = 0;
+  while (i + 1 < w.n_segs && o >= w.seg[i + 1]) ++i;
+  const int64_t start = w.seg[i], rows = w.seg[i + 1] - start;
+  return y + n * start + t * rows + (o - start);
+}
+
 // Sum over a block of up to 1024 threads; every thread gets the total. `red` holds 32 floats.
 __device__ __forceinline__ float block_sum(float v, float* red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

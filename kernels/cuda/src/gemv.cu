@@ -98,13 +98,7 @@ __global__ void __launch_bounds__(128) gemv_kernel(dev_matrix w, const float* __
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const float s = detail::warp_sum(acc[r][t]);
-      if (lane == 0 && row0 + r < w.out) {
-        const int64_t o = row0 + r;
-        int i = 0;
-        while (i + 1 < w.n_segs && o >= w.seg[i + 1]) ++i;
-        const int64_t start = w.seg[i], rows = w.seg[i + 1] - start;
-        y[NT * start + t * rows + (o - start)] = s;
-      }
+      if (lane == 0 && row0 + r < w.out) *detail::out_at(w, y, NT, t, row0 + r) = s;
     }
   }
 }

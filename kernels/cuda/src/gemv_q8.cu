@@ -61,13 +61,6 @@ __global__ void quantize_kernel(const float* x, int64_t n, int64_t in, int8_t* x
   quantize_blocks(x, n, in, xq, ds, blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, nwarps, threadIdx.x & 31);
 }
 
-// Where output row o of token t goes: segment-major for grouped linears (see dev_matrix).
-__device__ __forceinline__ float* out_at(const dev_matrix& w, float* y, int64_t n, int t, int64_t o) {
-  int i = 0;
-  while (i + 1 < w.n_segs && o >= w.seg[i + 1]) ++i;
-  const int64_t start = w.seg[i], rows = w.seg[i + 1] - start;
-  return y + n * start + t * rows + (o - start);
-}
 
 template <wformat F>
 struct wblock {
@@ -174,7 +167,7 @@ __global__ void __launch_bounds__(threads) gemv_q8_kernel(dev_matrix w, const fl
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const float s = detail::warp_sum(acc[r][t]);
-      if (lane == 0 && row0 + r < w.out) *out_at(w, y, NT, t, row0 + r) = s;
+      if (lane == 0 && row0 + r < w.out) *detail::out_at(w, y, NT, t, row0 + r) = s;
     }
   }
 }
