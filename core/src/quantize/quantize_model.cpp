@@ -1,5 +1,6 @@
 // See quantize_model.hpp. exl3.md §2 (layout) and §5 (algorithm).
 #include "quantize_model.hpp"
+#include "tile_coder_cuda.hpp"
 
 #include <boost/json.hpp>
 #include <chrono>
@@ -84,6 +85,7 @@ std::vector<float> add_linear(run_state& st, safetensors_file& shard, const std:
   o.cb = st.req.cb;
   o.scales = st.req.scales;
   o.threads = st.req.threads;
+  o.encoder = make_tile_encoder(st.req.device);  // empty (the CPU coder) without a GPU
   exl3::quantized_linear q = exl3::quantize_linear(w.data(), k0, n0, hp, seed, stream, o);
   json::object stored;
   auto put = [&](const std::string& suffix, const std::string& dtype, std::vector<int64_t> shape,

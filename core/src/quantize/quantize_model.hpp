@@ -40,6 +40,7 @@ struct exl3_request {
   int rows = 16, cols = 512;           // calibration rows x tokens per row
   std::filesystem::path out_dir;
   int threads = 0;                     // 0 = hardware threads
+  std::string device = "auto";         // tile coder: cuda | cpu | auto (cuda when present)
   bool progress = true;                // progress bar with ETA on stderr
 };
 

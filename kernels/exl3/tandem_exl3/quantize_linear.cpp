@@ -70,12 +70,13 @@ std::vector<tile_id> scale_sample(const std::vector<float>& w, int k, int n, int
 
 // Squared error of coding the tiles at scale g, measured at scale 1: sum((g·w - q)^2) / g^2.
 double scale_error(const tile_coder& coder, const std::vector<float>& tiles, double g,
-                   int threads) {
+                   const quant_options& o) {
   const size_t count = tiles.size() / 256;
   std::vector<float> in(tiles.size()), q(tiles.size());
   std::vector<uint16_t> st(tiles.size());
   for (size_t i = 0; i < tiles.size(); ++i) in[i] = static_cast<float>(g * tiles[i]);
-  encode_tiles(coder, in.data(), count, st.data(), q.data(), threads);
+  if (o.encoder) o.encoder(coder, in.data(), count, st.data(), q.data());
+  else encode_tiles(coder, in.data(), count, st.data(), q.data(), o.threads);
   double e = 0;
   for (size_t i = 0; i < tiles.size(); ++i) e += (double{in[i]} - q[i]) * (double{in[i]} - q[i]);
   return e / (g * g);
@@ -94,14 +95,14 @@ double search_scale(const std::vector<float>& w, int k, int n, const tile_coder&
   }
   double best_g = 1.0, best_e = INFINITY;
   for (int i = 0; i < 10; ++i) {
-    const double g = 0.1 + 0.2 * i, e = scale_error(coder, third, g, o.threads);
+    const double g = 0.1 + 0.2 * i, e = scale_error(coder, third, g, o);
     if (e < best_e) best_e = e, best_g = g;
   }
   double xs[5], es[5];
   int bi = 0;
   for (int i = 0; i < 5; ++i) {
     xs[i] = best_g + 0.075 * (i - 2);
-    es[i] = xs[i] > 0 ? scale_error(coder, all, xs[i], o.threads) : INFINITY;
+    es[i] = xs[i] > 0 ? scale_error(coder, all, xs[i], o) : INFINITY;
     if (es[i] < es[bi]) bi = i;
   }
   if (bi == 0 || bi == 4) return xs[bi];
@@ -191,7 +192,8 @@ quantized_linear quantize_linear(const float* w0, int k0, int n0, const prepared
   const block_quantizer code_block = [&](int row0, const float* target, float* qb) {
     for (int j = 0; j < tn; ++j) gather_tile(target, n, 0, j, tin.data() + 256 * j);
     uint16_t* st = states.data() + static_cast<size_t>(row0 / 16) * tn * 256;
-    encode_tiles(coder, tin.data(), tn, st, tq.data(), o.threads);
+    if (o.encoder) o.encoder(coder, tin.data(), tn, st, tq.data());
+    else encode_tiles(coder, tin.data(), tn, st, tq.data(), o.threads);
     for (int j = 0; j < tn; ++j)
       for (int p = 0; p < 256; ++p) {
         const auto [r, c] = position_to_rc(p);

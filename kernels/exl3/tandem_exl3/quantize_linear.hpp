@@ -8,11 +8,14 @@
 //   auto ql = tandem::exl3::quantize_linear(w.data(), k0, n0, hp, o, /*sv stream*/ 1);
 //   // ql.trellis int16 [k/16][n/16][16K], ql.suh fp16 [k], ql.svh fp16 [n]
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
 #include "tandem_exl3/codebook.hpp"
+
 #include "tandem_exl3/ldlq.hpp"
+#include "tandem_exl3/viterbi.hpp"
 
 namespace tandem::exl3 {
 
@@ -25,6 +28,9 @@ struct quant_options {
   int threads = 0;                    // tile coder workers, 0 = hardware threads
   bool scale_search = true;           // false: g = 1 (tests)
   int max_scale_tiles = 12;           // cap on the tiles the global-scale search codes
+  // Replaces encode_tiles(coder, in, count, states, out, threads) when set (the GPU tile
+  // coder, core/src/quantize/tile_coder_cuda.hpp); must give the same states and values.
+  std::function<void(const tile_coder&, const float*, size_t, uint16_t*, float*)> encoder;
 };
 
 struct quantized_linear {
