@@ -93,6 +93,10 @@ void cuda_backend::attach_rope_table(dev_rope& r, int head_dim, int positions) {
   const int rot = r.rotary_dims == 0 ? head_dim : r.rotary_dims, half = rot / 2;
   if (r.theta != rope_theta_ || rot != rope_rot_ || positions > rope_positions_) {
     if (capturing_) bad("attention", "the RoPE table must grow while recording");
+    // Grow by doubling (at least 4096 positions): an unrecorded batch whose page table
+    // widens by one page every 16 tokens must not rebuild the table each time.
+    if (r.theta == rope_theta_ && rot == rope_rot_) positions = std::max(positions, 2 * rope_positions_);
+    positions = std::max(positions, 4096);
     std::vector<float2> host(static_cast<size_t>(positions) * half);
     for (int p = 0; p < positions; ++p)
       for (int i = 0; i < half; ++i) ref::rope_angle(r.theta, rot, p, i, &host[p * half + i].x, &host[p * half + i].y);
