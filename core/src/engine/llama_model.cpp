@@ -21,6 +21,9 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp)
     : be_(be), weights_(weights), hp_(hp) {
+  // q and k are rotated inside attention (fused with the KV write where the backend can).
+  rope_ = {hp_.rope_theta, hp_.rope_dims, false};
+  batch_.rope = &rope_;
   load_weights();
   ws_.init(be_, hp_);
 }
@@ -203,10 +206,6 @@ void llama_model::forward(const step_plan& plan, bool all_logits) {
 
 void llama_model::run_layers(int n) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
-  // The rotation of q and k happens inside attention (fused with the KV write where the
-  // backend can).
-  rope_ = {hp_.rope_theta, hp_.rope_dims, false};
-  batch_.rope = &rope_;
   tensor_view x = ws_.x(n), h = ws_.h(n), proj = ws_.proj(n);
   be_.embed(*tok_embd_, ws_.ids(n), x);
   for (int l = 0; l < hp_.n_layers; ++l) {

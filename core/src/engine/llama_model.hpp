@@ -27,6 +27,9 @@ class llama_model {
   // Both steps at once, for callers that know the pool size up front.
   llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
               int64_t kv_pages, int page_size);
+  // batch_ points at rope_: not copyable or movable.
+  llama_model(const llama_model&) = delete;
+  llama_model& operator=(const llama_model&) = delete;
   // Allocates KV storage of `kv_pages` pages of `page_size` tokens; once, before forward.
   void allocate_kv(int64_t kv_pages, int page_size);
 
