@@ -6,6 +6,7 @@
 //   build/bench/cuda/bench_cuda_model
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -156,6 +157,11 @@ int main() {
   const double copy = bench::copy_gbs(be.stream());  // also brings the clocks up from idle
   llama_model model(be, w, hp, 64 * 8192 / 16 / 4, 16);  // 131k tokens of KV
   const decode_result b1 = decode(model, be, 1, 128, 256);
+  // TANDEM_BENCH_B1_ONLY=1: stop after batch 1 (for a profiler run over that loop).
+  if (const char* only = std::getenv("TANDEM_BENCH_B1_ONLY"); only != nullptr && std::string(only) == "1") {
+    std::printf("decode batch 1: %.0f tok/s, %.1f us/step, forward %.1f us\n", b1.tok_s, b1.step_us, b1.gpu_us);
+    return 0;
+  }
   const decode_result b64 = decode(model, be, 64, 128, 64);
   const double pf_ms = prefill(model, be, 8192);
   const double pf = 8192 / (pf_ms * 1e-3);
