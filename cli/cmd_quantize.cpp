@@ -32,7 +32,7 @@ int run_quantize(const args& a) {
       ("rows", po::value(&r.rows)->default_value(r.rows), "calibration rows")
       ("cols", po::value(&r.cols)->default_value(r.cols), "calibration tokens per row")
       ("threads", po::value(&r.threads)->default_value(0), "worker threads (0 = all cores)")
-      ("device", po::value(&r.device)->default_value(r.device), "tile coder: cpu | cuda | auto (cuda when a GPU is present); the CUDA coder is not yet verified on a GPU")
+      ("device", po::value(&r.device)->default_value(r.device), "tile coder: cpu | cuda | auto (cuda when a GPU is present)")
       ("no-progress", "no progress bar")
       ("out", po::value(&out)->required(), "output directory (new or empty, or a run to resume)")
       ("model", po::value(&model)->required(), "a GGUF file, or a manifest name (pulled if needed)");

@@ -6,7 +6,8 @@
 #
 # Environment: CALIB (calibration text, default /usr/share/common-licenses/Apache-2.0),
 # TEXT (held-out text, default /usr/share/common-licenses/GPL-3), HEAD_BITS (default 16),
-# QUALITY_ARGS (extra bench_exl3_quality arguments, e.g. "--backend backend.cuda").
+# QUALITY_ARGS (extra bench_exl3_quality arguments, e.g. "--backend backend.cuda"), QUANT_ARGS
+# (extra `tandem quantize` arguments, e.g. "--device cuda").
 # Prints one markdown table row per K; quantized directories stay in WORK_DIR/k<K>.
 set -euo pipefail
 if [[ $# -lt 3 ]]; then
@@ -33,8 +34,9 @@ for k in "${ks[@]}"; do
   out=$work/k$k
   t0=$(date +%s.%N)
   if [[ ! -f $out/config.json ]]; then
+    # shellcheck disable=SC2086
     "$build/cli/tandem" quantize --to exl3 --bits "$k" --head-bits "${HEAD_BITS:-16}" --calibration "$calib" \
-      --no-progress --out "$out" "$src" > "$work/quantize_k$k.log"
+      --no-progress ${QUANT_ARGS:-} --out "$out" "$src" > "$work/quantize_k$k.log"
   fi
   t1=$(date +%s.%N)
   bpw=$(grep -o 'bits per weight[^:]*: [0-9.]*' "$work/quantize_k$k.log" | grep -o '[0-9.]*$' || echo "?")

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The default model quantized to EXL3 on the GPU machine (`tandem quantize --device cuda`,
+# the CUDA tile coder) at each K, then perplexity and mean KL against the source on
+# backend.cuda (exact f32 linears for the source), and the K=4 model served through the
+# normal pipeline (`tandem run --model DIR`). Needs the default model's pieces
+# (.gpu-model*/, see gpu-env.sh). Writes $OUT/exl3_quality.md and logs.
+#
+#   OUT=$OUT KS="2 3 4 5 6 8" bash scripts/gpu-exl3-quality.sh
+set -uo pipefail
+source "$(dirname "$0")/gpu-env.sh"
+[ -n "$MODEL" ] || { echo "the default model's pieces are not all here"; exit 1; }
+step configure
+gpu_configure
+step build
+gpu_build cli/tandem bench/exl3/bench_exl3_quality plugins/cuda/backend.cuda.so plugins/cpu/backend.cpu.so \
+  plugins/gguf/weights.gguf.so plugins/exl3_gb10/weights.exl3.so
+export TANDEM_PLUGIN_PATH=$PWD/$BUILD/plugins
+WORK=${WORK:-/tmp/exl3-work}
+mkdir -p "$WORK"
+step "sweep K=${KS:-2 3 4 5 6 8}"
+# shellcheck disable=SC2086
+QUANT_ARGS="--device cuda" QUALITY_ARGS="--backend backend.cuda --set q8_activations=false" \
+  timeout "${SWEEP_LIMIT_S:-420}" bash bench/exl3/sweep.sh "$BUILD" "$MODEL" "$WORK" ${KS:-2 3 4 5 6 8} \
+  > "$OUT/exl3_quality.md" 2> "$OUT/exl3_quality.err"
+echo "sweep rc=$?"
+cp "$WORK"/quantize_k*.log "$OUT/" 2>/dev/null
+cat "$OUT/exl3_quality.md"; tail -5 "$OUT/exl3_quality.err"
+for k in ${SERVE_K:-4}; do
+  [ -f "$WORK/k$k/config.json" ] || continue
+  step "serve K=$k through the pipeline (tandem run, backend.cuda)"
+  timeout 120 "$BUILD/cli/tandem" run --pipeline pipelines/exl3-cuda.yaml --model "$WORK/k$k" --max-tokens 48 \
+    --prompt "What is the capital of France?" > "$OUT/exl3_run_k$k.txt" 2>&1
+  echo "run rc=$?"; tail -5 "$OUT/exl3_run_k$k.txt"
+done
