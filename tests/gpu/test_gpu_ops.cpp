@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE gpu_ops
 #define BOOST_TEST_NO_MAIN
 #define BOOST_TEST_ALTERNATIVE_INIT_API
+#include <cstdlib>
+#include <numeric>
 #include <boost/test/included/unit_test.hpp>
 
 // Every backend.cuda op against kernels/ref on fresh random inputs, outputs NaN-poisoned
@@ -298,23 +300,33 @@ void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n
                                     << " d" << hd << (rope ? " rope" : "") << " x" << repeats << ": rel err " << e);
 }
 
+// `count` distinct pages first .. first + count - 1, not in order (a stride prime to count:
+// a sequence never holds one page twice — the engine never does that, and a decode kernel
+// may read a page before the new token's write to it lands).
 std::vector<int32_t> pages_from(int first, int count) {
+  int stride = 7;
+  while (std::gcd(stride, count) != 1) ++stride;
   std::vector<int32_t> p(count);
-  for (int i = 0; i < count; ++i) p[i] = first + (i * 7) % count;  // not in order
+  for (int i = 0; i < count; ++i) p[i] = first + (i * stride) % count;
   return p;
 }
 
 }  // namespace
 
+// Decode runs one of two kernels (the tiled one for short chunks, the register one for
+// long); every case runs under each, forced through TANDEM_CUDA_DECODE_KERNEL.
 BOOST_AUTO_TEST_CASE(attention_prefill_mixed_decode) {
+  for (const char* kernel : {"tiled", "split"})
   for (auto [h, kvh, hd] : {std::tuple{9, 3, 64}, std::tuple{8, 2, 128}, std::tuple{4, 4, 64}}) {
+    BOOST_TEST_MESSAGE("decode kernel " << kernel);
+    setenv("TANDEM_CUDA_DECODE_KERNEL", kernel, 1);
     // One prefill crossing page boundaries (odd length).
     check_attention({{pages_from(0, 3), 0, 37}}, h, kvh, hd, 16, 64);
     // Mixed: a chunk after a cached prefix, a decode token, a fresh one-token prompt, a long chunk.
     check_attention({{pages_from(0, 3), 20, 13}, {pages_from(3, 7), 100, 1}, {pages_from(10, 1), 0, 1},
                      {pages_from(11, 12), 60, 129}},
                     h, kvh, hd, 16, 64);
-    // Pure decode (split kernel): contexts of 1 token to past 4k, uneven split ends.
+    // Pure decode: contexts of 1 token to past 4k, uneven split ends.
     check_attention({{pages_from(0, 1), 0, 1}, {pages_from(1, 2), 16, 1}, {pages_from(3, 19), 299, 1},
                      {pages_from(22, 63), 999, 1}, {pages_from(85, 257), 4099, 1}},
                     h, kvh, hd, 16, 400);
@@ -327,6 +339,7 @@ BOOST_AUTO_TEST_CASE(attention_prefill_mixed_decode) {
                       h, kvh, hd, 16, 400, &rp, 3);
     }
   }
+  unsetenv("TANDEM_CUDA_DECODE_KERNEL");
 }
 
 BOOST_AUTO_TEST_CASE(sampling_matches_reference) {

@@ -18,9 +18,12 @@
 //    (a ticket counter per pair, reset by that block), so no second launch is needed.
 // fp32 throughout: matches the reference up to summation order.
 #include <cfloat>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
+#include "attention_decode.cuh"
 #include "common.cuh"
 #include "tandem_cuda/kernels.hpp"
 
@@ -59,11 +62,6 @@ __device__ void rotate(float* v, const float2* cs, int half, bool neox, int tid,
   }
 }
 
-template <int HD>
-struct partial {  // one split's unnormalised result for one query head
-  float acc[HD];
-  float m, l;
-};
 
 template <int HD>
 struct tile_shape {
@@ -94,7 +92,7 @@ template <int HD, int GM>
 __global__ void __launch_bounds__(threads, 2)
     decode_kernel(const float* __restrict__ q, const float* __restrict__ k_new, const float* __restrict__ v_new,
                   int n_heads, dev_kv kv, dev_batch b, dev_rope rope, float scale, int chunk,
-                  int n_splits, partial<HD>* __restrict__ parts, int* __restrict__ tickets, float* __restrict__ out) {
+                  int n_splits, decode_partial<HD>* __restrict__ parts, int* __restrict__ tickets, float* __restrict__ out) {
   using T = tile_shape<HD>;
   extern __shared__ __align__(16) unsigned char smem[];
   float* tiles = reinterpret_cast<float*>(smem);  // [stages][K, V][keys][row]
@@ -302,7 +300,7 @@ __global__ void __launch_bounds__(threads, 2)
       out[(int64_t{s} * n_heads + kvh * G + g) * HD + d] = num / den;
       continue;
     }
-    partial<HD>& P = parts[(int64_t{s} * n_heads + kvh * G + g) * n_splits + split];
+    decode_partial<HD>& P = parts[(int64_t{s} * n_heads + kvh * G + g) * n_splits + split];
     P.acc[d] = num;
     if (d == 0) P.m = M, P.l = den;
   }
@@ -320,7 +318,7 @@ __global__ void __launch_bounds__(threads, 2)
   __threadfence();
   for (int i = tid; i < G * HD; i += warps * 32) {
     const int g = i / HD, d = i % HD;
-    const partial<HD>* P = parts + (int64_t{s} * n_heads + kvh * G + g) * n_splits;
+    const decode_partial<HD>* P = parts + (int64_t{s} * n_heads + kvh * G + g) * n_splits;
     float M = -INFINITY;
     for (int j = 0; j < n_active; ++j) M = fmaxf(M, __ldcg(&P[j].m));
     float num = 0.0f, den = 0.0f;
@@ -349,6 +347,15 @@ decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size
   p.splits = static_cast<int>((keys + chunk - 1) / chunk);
   p.scratch_bytes = static_cast<size_t>(n_seqs) * n_heads * p.splits * (head_dim + 2) * sizeof(float);
   p.ticket_bytes = static_cast<size_t>(n_seqs) * n_kv_heads * sizeof(int);
+  // Which kernel: the tiled one for short chunks (decode at small batch or short contexts:
+  // its loads are requested before the previous kernel ends), the register-streaming one
+  // for long chunks (many long sequences: more blocks per SM, more of the bandwidth; on the
+  // H200 at 32 x 8k keys 41% of copy against the tiled kernel's 30%).
+  // TANDEM_CUDA_DECODE_KERNEL=tiled|split forces one (tests run both).
+  const char* force = std::getenv("TANDEM_CUDA_DECODE_KERNEL");
+  if (force != nullptr && std::string(force) == "tiled") p.tiled = true;
+  else if (force != nullptr && std::string(force) == "split") p.tiled = false;
+  else p.tiled = chunk <= 256;
   return p;
 }
 
@@ -357,6 +364,10 @@ void attention_decode(const float* q, const float* k, const float* v, int n_head
                       const decode_plan& plan, void* scratch, int* tickets, cudaStream_t stream) {
   if (b.n_seqs == 0) return;
   if (plan.chunk <= 0 || plan.chunk > max_chunk) throw std::invalid_argument("attention_decode: chunk out of range");
+  if (!plan.tiled) {
+    attention_decode_split(q, k, v, n_heads, kv, b, rope, scale, out, plan, scratch, tickets, stream);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(kv.n_kv_heads),
                   static_cast<unsigned>(b.n_seqs));
   const int G = n_heads / kv.n_kv_heads;
@@ -371,7 +382,7 @@ void attention_decode(const float* q, const float* k, const float* v, int n_head
       sized[dev & 15] = true;
     }
     detail::launch_pdl(decode_kernel<HD, GM>, grid, dim3(threads), smem, stream, q, k, v, n_heads, kv, b, rope,
-                       scale, plan.chunk, plan.splits, static_cast<partial<HD>*>(scratch), tickets, out);
+                       scale, plan.chunk, plan.splits, static_cast<decode_partial<HD>*>(scratch), tickets, out);
   };
   auto by_group = [&](auto hd) {
     if (G <= 1) launch(hd, std::integral_constant<int, 1>{});
