@@ -15,8 +15,9 @@ step configure
 gpu_configure
 step build
 targets=(plugins/cuda/backend.cuda.so plugins/cpu/backend.cpu.so plugins/gguf/weights.gguf.so
-         tests/gpu/test_gpu_ops tests/gpu/test_gpu_attention_tc tests/gpu/test_gpu_exl3 tests/gpu/test_gpu_viterbi tests/gpu/test_gpu_model
-         bench/cuda/bench_cuda_kernels bench/cuda/bench_cuda_model bench/cuda/bench_cuda_exl3)
+         tests/gpu/test_gpu_ops tests/gpu/test_gpu_attention_tc tests/gpu/test_gpu_exl3 tests/gpu/test_gpu_exl3_moe tests/gpu/test_gpu_viterbi tests/gpu/test_gpu_model
+         bench/cuda/bench_cuda_kernels bench/cuda/bench_cuda_model bench/cuda/bench_cuda_exl3
+         bench/cuda/bench_cuda_exl3_moe)
 gpu_build "${targets[@]}"
 step test
 meson test -C "$BUILD" --no-rebuild --suite gpu --print-errorlogs ${GPU_TESTS:-} > "$OUT/test.log" 2>&1
@@ -40,6 +41,7 @@ if [ -z "${NO_BENCH:-}" ]; then
   "$BUILD/bench/cuda/bench_cuda_kernels" > "$OUT/bench_kernels.txt" 2>&1
   "$BUILD/bench/cuda/bench_cuda_model" > "$OUT/bench_model.txt" 2>&1
   [ -x "$BUILD/bench/cuda/bench_cuda_exl3" ] && "$BUILD/bench/cuda/bench_cuda_exl3" > "$OUT/bench_exl3.txt" 2>&1
+  [ -x "$BUILD/bench/cuda/bench_cuda_exl3_moe" ] && timeout 240 "$BUILD/bench/cuda/bench_cuda_exl3_moe" > "$OUT/bench_exl3_moe.txt" 2>&1
   kill $smi 2>/dev/null
   awk -F', ' '{split($2, a, " "); n++; s += a[1]; if (a[1] + 0 >= 1900) hi++} END {
     if (n) printf "SM clock over the benches: %d samples, mean %.0f MHz, %d at >= 1900 MHz\n", n, s / n, hi}' \
@@ -51,6 +53,7 @@ fi
   cat "$OUT/machine.txt"
   grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/test.log"
   grep -hE "max \\|diff|identical|near-tie|error" "$OUT/testlog.txt" 2>/dev/null | head -40
-  cat "$OUT/bench_kernels.txt" "$OUT/bench_model.txt" "$OUT/bench_exl3.txt" "$OUT/clocks_summary.txt" 2>/dev/null
+  cat "$OUT/bench_kernels.txt" "$OUT/bench_model.txt" "$OUT/bench_exl3.txt" "$OUT/bench_exl3_moe.txt" \
+    "$OUT/clocks_summary.txt" 2>/dev/null
 } | tee "$OUT/summary.txt"
 exit $test_rc
