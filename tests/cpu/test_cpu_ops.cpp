@@ -140,6 +140,62 @@ BOOST_AUTO_TEST_CASE(norms_match_reference) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(linear_fused_equals_separate_ops) {
+  // backend::linear_fused's default (which backend.cpu uses) against the ops it stands for:
+  // the same kernels on the same values, so the results must be bit-identical.
+  using kind = linear_prologue::kind;
+  std::mt19937 rng(11);
+  std::vector<std::unique_ptr<cpu::cpu_backend>> bes = backends();
+  bes.push_back(std::make_unique<cpu::cpu_backend>(cpu::cpu_options{.threads = 2, .memory_mb = 64, .float_linear = true}));
+  for (auto& be : bes) {
+    // A plain weight with an odd row count and a q/k/v-shaped group (segment-major output).
+    for (int64_t in : {64, 96}) {
+      auto wp = test::random_weight(rng, dtype::q8_0, 37, in);
+      std::vector<test::test_weight> parts;
+      for (int64_t o : {32, 16, 16}) parts.push_back(test::random_weight(rng, dtype::q4_1, o, in));
+      const tensor_info* infos[3] = {&parts[0].info, &parts[1].info, &parts[2].info};
+      std::unique_ptr<linear_weight> weights[2] = {be->load_linear(wp.info), be->load_linear_group(infos)};
+      for (const auto& lw : weights) {
+        const int64_t out = lw->out_features();
+        for (int64_t n : {1, 3, 20}) {
+          auto x = test::random_floats(rng, n * in, 2.0f), up = test::random_floats(rng, n * in);
+          auto nw = test::random_floats(rng, in), y0 = test::random_floats(rng, n * out);
+          for (kind k : {kind::none, kind::rms_norm, kind::silu_mul}) {
+            for (bool acc : {false, true}) {
+              linear_prologue pro;
+              pro.k = k;
+              pro.norm_weight = view(nw, {in});
+              pro.eps = 1e-5f;
+              pro.up = view(up, {n, in});
+              std::vector<float> h(n * in), prod(n * out), want = y0, got = y0;
+              tensor_view xin = view(x, {n, in});
+              if (k == kind::rms_norm) be->rms_norm(view(x, {n, in}), view(nw, {in}), 1e-5f, xin = view(h, {n, in}));
+              if (k == kind::silu_mul) be->silu_mul(view(x, {n, in}), view(up, {n, in}), xin = view(h, {n, in}));
+              be->linear(*lw, xin, view(prod, {n, out}));
+              if (acc) be->add(view(want, {n, out}), view(prod, {n, out}), view(want, {n, out}));
+              else want = prod;
+              be->linear_fused(*lw, view(x, {n, in}), pro, view(got, {n, out}), acc);
+              BOOST_TEST(std::memcmp(got.data(), want.data(), want.size() * 4) == 0,
+                         be->describe() << " out " << out << " in " << in << " n " << n << " prologue "
+                                        << static_cast<int>(k) << " accumulate " << acc);
+            }
+          }
+        }
+      }
+    }
+  }
+  cpu::cpu_backend be({1, 64, nullptr});
+  auto w = test::random_weight(rng, dtype::q4_1, 64, 64);
+  auto lw = be.load_linear(w.info);
+  std::vector<float> x(64 * 2), y(64 * 2);
+  linear_prologue silu;
+  silu.k = kind::silu_mul;
+  silu.up = view(y, {2, 64});
+  BOOST_CHECK_THROW(be.linear_fused(*lw, view(x, {2, 64}), {}, view(x, {2, 64}), true), error);  // y is x
+  BOOST_CHECK_THROW(be.linear_fused(*lw, view(x, {2, 64}), silu, view(y, {2, 64}), false), error);  // y is up
+  BOOST_CHECK_THROW(be.linear_fused(*lw, view(x, {2, 64}), {}, view(y, {1, 64}), true), error);   // shape
+}
+
 BOOST_AUTO_TEST_CASE(rope_matches_reference) {
   std::mt19937 rng(4);
   for (auto& be : backends()) {

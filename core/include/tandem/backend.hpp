@@ -106,6 +106,15 @@ class TANDEM_API linear_group : public linear_weight {
   int64_t out_ = 0;
 };
 
+// What linear_fused() applies to x before the product.
+struct linear_prologue {
+  enum class kind { none, rms_norm, silu_mul };
+  kind k = kind::none;
+  tensor_view norm_weight;  // rms_norm: f32 [in]
+  float eps = 0.0f;         // rms_norm
+  tensor_view up;           // silu_mul: [n, in], the same shape as x (x is the gate)
+};
+
 class TANDEM_API backend : public plugin_object {
  public:
   ~backend() override;
@@ -139,6 +148,17 @@ class TANDEM_API backend : public plugin_object {
                             tensor_view out) = 0;
   // y = x W^T.  x: [n, in] -> y: [n, out]
   virtual void linear(const linear_weight& w, tensor_view x, tensor_view y) = 0;
+  // y = f(x) W^T, or y += f(x) W^T when `accumulate` (the same f32 addition add() does).
+  // f (pro.k): none, the identity; rms_norm, rms_norm(x, pro.norm_weight, pro.eps);
+  // silu_mul, silu_mul(x, pro.up) with x the gate. x: [n, in] (with no prologue, any view
+  // linear() takes), y: [n, out] (a group's layout for a linear_group); y must not alias x
+  // or pro.up. Lets a backend fold a block's pre-norm, the SiLU gate and the residual add
+  // into the linear's kernel. The default runs the separate ops (rms_norm / silu_mul,
+  // linear, add) through a scratch buffer this object allocates once and grows when a
+  // larger step needs it; a backend that records steps must override it (a grown scratch
+  // would move under a recorded step).
+  virtual void linear_fused(const linear_weight& w, tensor_view x, const linear_prologue& pro, tensor_view y,
+                            bool accumulate);
   // Rotates x in place by its token's position.  x: [n, heads, head_dim]; positions: [n]
   virtual void rope(tensor_view x, tensor_view positions, const rope_params& p) = 0;
   // Writes k, v into the pool at batch.slot_mapping, then causal GQA attention of q over
@@ -167,6 +187,9 @@ class TANDEM_API backend : public plugin_object {
   // For linear(): when w is a linear_group, runs each part into its slice of y and
   // returns true.
   bool run_group(const linear_weight& w, tensor_view x, tensor_view y);
+
+ private:
+  std::unique_ptr<device_buffer> fused_scratch_;  // linear_fused()'s default
 };
 
 }  // namespace tandem
