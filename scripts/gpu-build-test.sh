@@ -40,8 +40,9 @@ if [ -z "${NO_BENCH:-}" ]; then
   smi=$!
   "$BUILD/bench/cuda/bench_cuda_kernels" > "$OUT/bench_kernels.txt" 2>&1
   "$BUILD/bench/cuda/bench_cuda_model" > "$OUT/bench_model.txt" 2>&1
-  [ -x "$BUILD/bench/cuda/bench_cuda_exl3" ] && "$BUILD/bench/cuda/bench_cuda_exl3" > "$OUT/bench_exl3.txt" 2>&1
-  [ -x "$BUILD/bench/cuda/bench_cuda_exl3_moe" ] && timeout 240 "$BUILD/bench/cuda/bench_cuda_exl3_moe" > "$OUT/bench_exl3_moe.txt" 2>&1
+  # SKIP_EXL3_BENCH=1 leaves out the EXL3 GEMV bench; MOE_BENCH_LIMIT_S caps the MoE bench.
+  [ -z "${SKIP_EXL3_BENCH:-}" ] && [ -x "$BUILD/bench/cuda/bench_cuda_exl3" ] && "$BUILD/bench/cuda/bench_cuda_exl3" > "$OUT/bench_exl3.txt" 2>&1
+  [ -x "$BUILD/bench/cuda/bench_cuda_exl3_moe" ] && timeout "${MOE_BENCH_LIMIT_S:-240}" "$BUILD/bench/cuda/bench_cuda_exl3_moe" > "$OUT/bench_exl3_moe.txt" 2>&1
   kill $smi 2>/dev/null
   awk -F', ' '{split($2, a, " "); n++; s += a[1]; if (a[1] + 0 >= 1900) hi++} END {
     if (n) printf "SM clock over the benches: %d samples, mean %.0f MHz, %d at >= 1900 MHz\n", n, s / n, hi}' \
