@@ -103,6 +103,14 @@ def load_part(part, build=True, verbose=False, src=None):
     ok = bdir / "BUILD_OK"
     if not build and not ok.is_file():
         raise RuntimeError(f"exllamav3 subset part '{part}' was not built ({ok} missing)")
+    if not build:  # import the built module as is (a fresh copy of the sources must not rebuild it)
+        import importlib.util
+        import torch  # noqa: F401  (libtorch's symbols first)
+        path = ok.read_text().splitlines()[0]
+        spec = importlib.util.spec_from_file_location(f"{NAME_PREFIX}_{part}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
     src = ext_src_dir(src)
     bdir.mkdir(parents=True, exist_ok=True)
     lock = bdir / "lock"
