@@ -112,8 +112,6 @@ class cuda_backend final : public backend {
   int rope_rot_ = 0, rope_positions_ = 0;
   scratch x16_, attn_part_, attn_tickets_, q8_, sampler_ws_, sampler_params_;
   scratch fused_x_, fused_y_;  // linear_fused's prologue output and product, where not fused
-  scratch argmax_ws_;          // greedy argmax: tickets (left zero by every launch), parts
-  int64_t argmax_rows_ = -1;   // the row count argmax_ws_ was last laid out for
   op_profiler prof_;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
   bool capturing_ = false;

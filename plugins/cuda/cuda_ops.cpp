@@ -333,14 +333,7 @@ void cuda_backend::sample(tensor_view logits, std::span<const sampling_params> p
     all_greedy = all_greedy && p.greedy();
   }
   if (all_greedy) {
-    // Tickets start zero and every launch leaves them so; a new row count lays the
-    // workspace out afresh, so it is zeroed again (this op is never recorded).
-    const size_t bytes = argmax_workspace_bytes(m, vocab);
-    if (argmax_ws_.grow(bytes) || m != argmax_rows_) {
-      check(cudaMemsetAsync(argmax_ws_.data(), 0, bytes, stream_), "sample");
-      argmax_rows_ = m;
-    }
-    argmax_rows(lp, m, vocab, out, argmax_ws_.data(), stream_);
+    argmax_rows(lp, m, vocab, out, stream_);
   } else {
     void* pp = grow(sampler_params_, dp.size() * sizeof(dev_sampling), "sample");
     void* ws = grow(sampler_ws_, sampler_workspace_bytes(m, vocab), "sample");

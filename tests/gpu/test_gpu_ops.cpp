@@ -546,64 +546,6 @@ BOOST_AUTO_TEST_CASE(sampling_matches_reference) {
   BOOST_CHECK_THROW(gpu().sample(db.view({2, 16}), ps, ids.view({2})), error);
 }
 
-BOOST_AUTO_TEST_CASE(argmax_spread_over_blocks) {
-  // Greedy rows go through the multi-block argmax: ties between blocks (lowest id), NaN
-  // (skipped), +inf (the lowest +inf), a row of -inf but one; row counts change from call
-  // to call (the workspace is laid out afresh) and repeat (tickets are left at zero).
-  for (int vocab : {49152, 100003, 2048, 7}) {
-    for (int64_t m : {1, 5, 3, 5}) {
-      auto logits = test::random_floats(rng(), m * vocab, 3.0f);
-      auto at = [&](int64_t r, int i) -> float& { return logits[r * vocab + i]; };
-      at(0, vocab - 2) = at(0, vocab / 3 + 1) = 50.0f;
-      if (m > 1) {
-        at(1, 0) = at(1, vocab / 2) = at(1, vocab - 1) = NAN;
-        at(1, vocab / 4 + 1) = at(1, 3 * vocab / 4) = INFINITY;
-      }
-      if (m > 2) {
-        for (int i = 0; i < vocab; ++i) at(2, i) = -INFINITY;
-        at(2, vocab - 1) = -1e30f;
-      }
-      std::vector<sampling_params> ps(m);  // greedy
-      dvec<float> dl(gpu(), logits);
-      dvec<int32_t> ids(gpu(), m);
-      gpu().sample(dl.view({m, vocab}), ps, ids.view({m}));
-      const auto got = ids.host();
-      for (int64_t r = 0; r < m; ++r)
-        BOOST_TEST(got[r] == ref::sample_row(logits.data() + r * vocab, vocab, ps[r]),
-                   "vocab " << vocab << " m " << m << " row " << r);
-    }
-  }
-  // The launcher recorded into a graph and replayed on new logits.
-  const int64_t m = 3;
-  const int vocab = 49152;
-  const size_t bytes = cuda::argmax_workspace_bytes(m, vocab);
-  auto ws = gpu().alloc(bytes);
-  cudaStream_t s = gpu().stream();
-  BOOST_REQUIRE(cudaMemsetAsync(ws->data(), 0, bytes, s) == cudaSuccess);
-  dvec<float> dl(gpu(), m * vocab);
-  dvec<int32_t> ids(gpu(), m);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  BOOST_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
-  cuda::argmax_rows(static_cast<const float*>(dl.buf->data()), m, vocab, static_cast<int32_t*>(ids.buf->data()),
-                    ws->data(), s);
-  BOOST_REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
-  BOOST_REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
-  for (int round = 0; round < 3; ++round) {
-    auto logits = test::random_floats(rng(), m * vocab, 3.0f);
-    logits[round * 10000 + 17] = 99.0f;
-    gpu().copy_to_device(dl.buf->data(), logits.data(), logits.size() * 4);
-    ids.poison();
-    BOOST_REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
-    const auto got = ids.host();
-    sampling_params greedy;
-    for (int64_t r = 0; r < m; ++r)
-      BOOST_TEST(got[r] == ref::sample_row(logits.data() + r * vocab, vocab, greedy), "replay " << round << " row " << r);
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-}
-
 BOOST_AUTO_TEST_CASE(recorded_steps_replay_with_new_inputs) {
   const int64_t n = 4, d = 576;
   dvec<float> x(gpu(), n * d), w(gpu(), test::random_floats(rng(), d)), out(gpu(), n * d);

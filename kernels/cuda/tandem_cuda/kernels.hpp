@@ -134,11 +134,6 @@ void attention_decode(const float* q, const float* k, const float* v, int n_head
 // Sampling. Greedy: argmax, ties to the lowest id, NaN skipped; -1 for a row with no
 // finite logit.
 void argmax_rows(const float* logits, int64_t m, int vocab, int32_t* ids, cudaStream_t stream);
-// The same over several blocks per row (the last block of a row to finish, by a ticket
-// counter, merges the blocks' results): `ws` has argmax_workspace_bytes(m, vocab) bytes,
-// zeroed before its first use; every launch leaves it fit for the next (graph-capturable).
-size_t argmax_workspace_bytes(int64_t m, int vocab);
-void argmax_rows(const float* logits, int64_t m, int vocab, int32_t* ids, void* ws, cudaStream_t stream);
 // What one row of the sampler needs (sampling_params flattened).
 struct dev_sampling {
   float temperature, top_p, min_p;
