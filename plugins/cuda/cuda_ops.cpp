@@ -110,6 +110,9 @@ void cuda_backend::attach_rope_table(dev_rope& r, int head_dim, int positions) {
 }
 
 void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) {
+  // A default group (EXL3 q/k/v and gate/up: trellises are not concatenated) runs part by
+  // part, each into its slice of y.
+  if (run_group(w, x, y)) return;
   op_profiler::scope timed(prof_, "linear", stream_);
   if (const cuda_exl3_linear* e = as_exl3(w)) {  // EXL3: exl3_weights.cpp
     const int64_t n = x.numel() / e->in_features();
