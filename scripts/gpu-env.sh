@@ -34,18 +34,19 @@ if [ -d .gpu-deps ] && ls .gpu-deps/*.deb >/dev/null 2>&1; then
   command -v pkg-config >/dev/null || { export PATH=$PATH:$PREFIX/usr/bin; ln -sf pkgconf "$PREFIX/usr/bin/pkg-config"; }
 fi
 
-# The default model (98 MB) travels in pieces over back-to-back calls (64 MiB each):
-# .gpu-model*/model.partNN are collected in /tmp and joined once all are there.
+# The default model (98 MB) travels in pieces over back-to-back calls (64 MiB each, with
+# everything else carried): .gpu-model*/model.partNN (scripts/gpu-model-pieces.sh makes
+# two) are collected in /tmp and joined, in name order, once their sha256 is the model's.
 MODEL_SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 if ls .gpu-model*/model.part* >/dev/null 2>&1; then
   cp .gpu-model*/model.part* /tmp/
-  if [ -f /tmp/model.part00 ] && [ -f /tmp/model.part01 ] && [ -f /tmp/model.part02 ]; then
-    cat /tmp/model.part0{0,1,2} > /tmp/tandem-model.gguf
-    if echo "$MODEL_SHA  /tmp/tandem-model.gguf" | sha256sum -c --quiet; then
-      TANDEM_GPU_MODEL=/tmp/tandem-model.gguf
-    else
-      echo "model pieces do not match sha256 $MODEL_SHA"
-    fi
+  if [ ! -f /tmp/tandem-model.gguf ] || ! echo "$MODEL_SHA  /tmp/tandem-model.gguf" | sha256sum -c --quiet 2>/dev/null; then
+    cat /tmp/model.part* > /tmp/tandem-model.gguf
+  fi
+  if echo "$MODEL_SHA  /tmp/tandem-model.gguf" | sha256sum -c --quiet 2>/dev/null; then
+    TANDEM_GPU_MODEL=/tmp/tandem-model.gguf
+  else
+    echo "model pieces so far ($(ls /tmp/model.part* | wc -l)) do not make the model (sha256 $MODEL_SHA) yet"
   fi
 fi
 MODEL=${TANDEM_GPU_MODEL:-}

@@ -1,6 +1,7 @@
 #pragma once
 // Timing helpers of the CUDA benches: CUDA events around a callable, median of repeats,
-// and the device-to-device copy bandwidth measured in the same run (the ceiling).
+// graphs of repeated calls, device allocations, and the device-to-device copy bandwidth
+// measured in the same run (the ceiling).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -48,6 +49,31 @@ inline double copy_gbs(cudaStream_t s) {
   cudaFree(x);
   cudaFree(y);
   return 2.0 * bytes / (ms * 1e-3) / 1e9;
+}
+
+// cudaMalloc of at least `bytes` (16 when 0), as T*; the benches free nothing (one process).
+template <class T>
+T* dev_alloc(size_t bytes) {
+  void* p = nullptr;
+  ck(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+  return static_cast<T*>(p);
+}
+
+// Median milliseconds per call of body(i), i = 0 .. calls - 1 captured into one CUDA graph
+// (so launch gaps are a graph's, as in decode), 3 warm-up and 15 timed replays.
+template <class F>
+double graph_ms(cudaStream_t s, int calls, F&& body) {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) body(i);
+  ck(cudaStreamEndCapture(s, &g));
+  ck(cudaGraphInstantiate(&ge, g, 0));
+  const double ms = median_ms(s, 3, 15, [&] { ck(cudaGraphLaunch(ge, s)); });
+  ck(cudaGetLastError());
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  return ms / calls;
 }
 
 }  // namespace tandem::bench

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.hpp"
@@ -33,28 +34,10 @@ uint64_t splitmix(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
-template <class T>
-T* dev_alloc(size_t bytes) {
-  void* p = nullptr;
-  bench::ck(cudaMalloc(&p, bytes));
-  return static_cast<T*>(p);
-}
-
 // Median microseconds per call of `body(i)`, i = 0..19 captured into one graph.
 template <class F>
 double graph_us(cudaStream_t s, F&& body) {
-  constexpr int calls = 20;
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t ge = nullptr;
-  bench::ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) body(i);
-  bench::ck(cudaStreamEndCapture(s, &g));
-  bench::ck(cudaGraphInstantiate(&ge, g, 0));
-  const double ms = bench::median_ms(s, 3, 15, [&] { bench::ck(cudaGraphLaunch(ge, s)); });
-  bench::ck(cudaGetLastError());
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  return ms * 1e3 / calls;
+  return bench::graph_ms(s, 20, std::forward<F>(body)) * 1e3;
 }
 
 struct row {
@@ -82,11 +65,11 @@ int main() {
     for (auto& v : xh) v = static_cast<float>(static_cast<int64_t>(splitmix(seed) % 2001) - 1000) / 1000.0f;
     std::vector<uint16_t> sc(static_cast<size_t>(N));
     for (auto& v : sc) v = (splitmix(seed) & 1 ? 0x3C00 : 0xBC00) | static_cast<uint16_t>(splitmix(seed) & 0x1ff);
-    float* x = dev_alloc<float>(xh.size() * 4);
-    float* y = dev_alloc<float>(static_cast<size_t>(16 * n) * 4);
-    __half* suh = dev_alloc<__half>(static_cast<size_t>(N) * 2);
-    __half* svh = dev_alloc<__half>(static_cast<size_t>(N) * 2);
-    __half* w_hat = dev_alloc<__half>(static_cast<size_t>(k * n) * 2);
+    float* x = bench::dev_alloc<float>(xh.size() * 4);
+    float* y = bench::dev_alloc<float>(static_cast<size_t>(16 * n) * 4);
+    __half* suh = bench::dev_alloc<__half>(static_cast<size_t>(N) * 2);
+    __half* svh = bench::dev_alloc<__half>(static_cast<size_t>(N) * 2);
+    __half* w_hat = bench::dev_alloc<__half>(static_cast<size_t>(k * n) * 2);
     bench::ck(cudaMemcpy(x, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice));
     bench::ck(cudaMemcpy(suh, sc.data(), sc.size() * 2, cudaMemcpyHostToDevice));
     bench::ck(cudaMemcpy(svh, sc.data(), sc.size() * 2, cudaMemcpyHostToDevice));
@@ -97,11 +80,11 @@ int main() {
       for (auto& v : host) v = splitmix(seed);
       std::vector<uint16_t*> tr(copies);
       for (auto& t : tr) {
-        t = dev_alloc<uint16_t>(tbytes);
+        t = bench::dev_alloc<uint16_t>(tbytes);
         bench::ck(cudaMemcpy(t, host.data(), tbytes, cudaMemcpyHostToDevice));
       }
       auto mat = [&](int i) { return xc::dev_exl3{K, 2, k, n, tr[i % copies], suh, svh, nullptr}; };
-      void* ws = dev_alloc<uint8_t>(xc::exl3_gemv_scratch_bytes(mat(0), 16));
+      void* ws = bench::dev_alloc<uint8_t>(xc::exl3_gemv_scratch_bytes(mat(0), 16));
       auto lin = [&](int r) {
         return graph_us(s, [&](int i) { xc::exl3_gemv(mat(i), x, r, k, nullptr, n, y, ws, s); });
       };

@@ -39,29 +39,6 @@ void ckb(cublasStatus_t e) {
   if (e != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string("cuBLAS: ") + cublasGetStatusString(e));
 }
 
-template <class T>
-T* dev_alloc(size_t bytes) {
-  void* p = nullptr;
-  bench::ck(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
-  return static_cast<T*>(p);
-}
-
-// Median milliseconds per forward of a graph of `calls` forwards body(0..calls-1).
-template <class F>
-double graph_ms(cudaStream_t s, int calls, F&& body) {
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t ge = nullptr;
-  bench::ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) body(i);
-  bench::ck(cudaStreamEndCapture(s, &g));
-  bench::ck(cudaGraphInstantiate(&ge, g, 0));
-  const double ms = bench::median_ms(s, 3, 15, [&] { bench::ck(cudaGraphLaunch(ge, s)); });
-  bench::ck(cudaGetLastError());
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  return ms / calls;
-}
-
 struct routing {
   std::vector<int32_t> ids;
   std::vector<float> w;
@@ -117,9 +94,9 @@ int main() {
   // Experts: one trellis allocation (E x {gate, up, down}), one for the scales.
   const size_t tr_words = static_cast<size_t>(H / 16 * (W / 16) * 16 * sh.K);  // per matrix, uint16
   const size_t tr_bytes = tr_words * 2;
-  auto* trellis = dev_alloc<uint16_t>(tr_bytes * 3 * static_cast<size_t>(E));
+  auto* trellis = bench::dev_alloc<uint16_t>(tr_bytes * 3 * static_cast<size_t>(E));
   const size_t sc_per_expert = static_cast<size_t>(3 * (H + W));
-  auto* scales = dev_alloc<__half>(sc_per_expert * static_cast<size_t>(E) * 2);
+  auto* scales = bench::dev_alloc<__half>(sc_per_expert * static_cast<size_t>(E) * 2);
   xc::exl3_moe_fill_random_words(trellis, tr_words * 3 * static_cast<size_t>(E), 1, s);
   std::vector<xc::dev_exl3> lin[3];
   {
@@ -138,7 +115,7 @@ int main() {
   }
   bench::ck(cudaGetLastError());
   const std::vector<xc::exl3_moe_expert> tab = xc::exl3_moe_table(sh, lin[0].data(), lin[1].data(), lin[2].data());
-  auto* table = dev_alloc<xc::exl3_moe_expert>(tab.size() * sizeof(xc::exl3_moe_expert));
+  auto* table = bench::dev_alloc<xc::exl3_moe_expert>(tab.size() * sizeof(xc::exl3_moe_expert));
   bench::ck(cudaMemcpy(table, tab.data(), tab.size() * sizeof(xc::exl3_moe_expert), cudaMemcpyHostToDevice));
 
   cublasHandle_t cublas = nullptr;
@@ -154,7 +131,7 @@ int main() {
 
   const int64_t T_max = 4096;
   const size_t ws_bytes = xc::exl3_moe_workspace_bytes(sh, T_max);
-  void* ws = dev_alloc<uint8_t>(ws_bytes);
+  void* ws = bench::dev_alloc<uint8_t>(ws_bytes);
   std::printf("experts %.2f GB (K=%d trellis), fat-path workspace at %lld tokens %.2f GB\n",
               3.0 * static_cast<double>(tr_bytes) * static_cast<double>(E) / 1e9, sh.K,
               static_cast<long long>(T_max), static_cast<double>(ws_bytes) / 1e9);
@@ -165,8 +142,8 @@ int main() {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (auto& v : xh) v = nd(r);
   }
-  float* x = dev_alloc<float>(xh.size() * 4);
-  float* y = dev_alloc<float>(xh.size() * 4);
+  float* x = bench::dev_alloc<float>(xh.size() * 4);
+  float* y = bench::dev_alloc<float>(xh.size() * 4);
   bench::ck(cudaMemcpy(x, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice));
   bench::ck(cudaDeviceSynchronize());  // s does not wait for the legacy stream's copies
 
@@ -180,8 +157,8 @@ int main() {
     std::vector<float*> wts;
     for (int i = 0; i < nr; ++i) {
       rt.push_back(uniform_routing(T, sh.topk, E, 100 * static_cast<uint64_t>(T) + i));
-      ids.push_back(dev_alloc<int32_t>(rt.back().ids.size() * 4));
-      wts.push_back(dev_alloc<float>(rt.back().w.size() * 4));
+      ids.push_back(bench::dev_alloc<int32_t>(rt.back().ids.size() * 4));
+      wts.push_back(bench::dev_alloc<float>(rt.back().w.size() * 4));
       bench::ck(cudaMemcpy(ids.back(), rt.back().ids.data(), rt.back().ids.size() * 4, cudaMemcpyHostToDevice));
       bench::ck(cudaMemcpy(wts.back(), rt.back().w.data(), rt.back().w.size() * 4, cudaMemcpyHostToDevice));
     }
@@ -199,7 +176,7 @@ int main() {
     bench::ck(cudaGetLastError());
     const xc::exl3_moe_stats st = xc::exl3_moe_read_stats(sh, T, ws, s);
     for (int i = 0; i < 2; ++i) rw.ks[i] = st.k_splits[i], rw.units[i] = st.units[i], rw.ctas[i] = st.ctas[i];
-    rw.fat_ms = graph_ms(s, fat_calls, fat);
+    rw.fat_ms = bench::graph_ms(s, fat_calls, fat);
 
     std::vector<std::unique_ptr<xc::exl3_moe_loop>> loops;
     for (int i = 0; i < loop_calls; ++i)
@@ -212,7 +189,7 @@ int main() {
     rw.loop_graph = true;  // no cuBLAS inside (every expert <= 16 rows): capture it
     for (const auto& l : loops) rw.loop_graph = rw.loop_graph && l->max_rows() <= xc::exl3_gemv_max_rows;
     if (rw.loop_graph) {
-      rw.loop_ms = graph_ms(s, loop_calls, [&](int i) { loops[static_cast<size_t>(i)]->run(x, y, s); });
+      rw.loop_ms = bench::graph_ms(s, loop_calls, [&](int i) { loops[static_cast<size_t>(i)]->run(x, y, s); });
     } else {
       rw.loop_ms = bench::median_ms(s, 1, 5, [&] { loops[0]->run(x, y, s); });
       bench::ck(cudaGetLastError());
