@@ -27,7 +27,6 @@ import sys
 
 import numpy as np
 from safetensors.numpy import load_file
-import gguf
 
 
 def codebook_values(cb, states):
@@ -228,6 +227,7 @@ def main():
         if not os.path.exists(os.path.join(a.out_dir, f)):
             fails.append("missing " + f)
 
+    import gguf  # only the comparison with the source needs it (the decoders do not)
     r = gguf.GGUFReader(a.gguf)
     src = {x.name: x for x in r.tensors}
 

@@ -28,7 +28,6 @@ import os
 import sys
 import time
 import traceback
-import types
 from pathlib import Path
 
 import numpy as np
@@ -41,11 +40,7 @@ from exllamav3_ext_subset import load_part  # noqa: E402
 
 
 def spec_decoder():
-    """tools/exl3/check_quantized.py's numpy decoder (it imports gguf, unused here: stub it if absent)."""
-    try:
-        import gguf  # noqa: F401
-    except ImportError:
-        sys.modules["gguf"] = types.ModuleType("gguf")
+    """tools/exl3/check_quantized.py's numpy decoder (bit stream, tile placement, codebooks)."""
     return importlib.import_module("check_quantized")
 
 
