@@ -51,6 +51,21 @@ inline double copy_gbs(cudaStream_t s) {
   return 2.0 * bytes / (ms * 1e-3) / 1e9;
 }
 
+// The GPU's properties and the copy bandwidth (the ceiling) measured on `s`, printed as
+// one line.
+struct device_info {
+  cudaDeviceProp prop{};
+  double copy = 0.0;  // GB/s, read + write
+};
+inline device_info device_banner(cudaStream_t s) {
+  device_info d;
+  ck(cudaGetDeviceProperties(&d.prop, 0));
+  d.copy = copy_gbs(s);
+  std::printf("%s, %d SMs, L2 %d MB; device-to-device copy %.0f GB/s (read + write)\n", d.prop.name,
+              d.prop.multiProcessorCount, d.prop.l2CacheSize >> 20, d.copy);
+  return d;
+}
+
 // cudaMalloc of at least `bytes` (16 when 0), as T*; the benches free nothing (one process).
 template <class T>
 T* dev_alloc(size_t bytes) {

@@ -51,11 +51,9 @@ struct row {
 int main() {
   cudaStream_t s = nullptr;
   bench::ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaDeviceProp prop{};
-  bench::ck(cudaGetDeviceProperties(&prop, 0));
-  const double copy = bench::copy_gbs(s);
-  std::printf("%s, %d SMs, L2 %d MB; device-to-device copy %.0f GB/s (read + write)\n", prop.name,
-              prop.multiProcessorCount, prop.l2CacheSize >> 20, copy);
+  const bench::device_info dev = bench::device_banner(s);
+  const cudaDeviceProp& prop = dev.prop;
+  const double copy = dev.copy;
   std::vector<row> rows;
   uint64_t seed = 1;
   for (int64_t N : {8192, 16384}) {

@@ -83,11 +83,9 @@ struct row {
 int main() {
   cudaStream_t s = nullptr;
   bench::ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaDeviceProp prop{};
-  bench::ck(cudaGetDeviceProperties(&prop, 0));
-  const double copy = bench::copy_gbs(s);
-  std::printf("%s, %d SMs, L2 %d MB; device-to-device copy %.0f GB/s (read + write)\n", prop.name,
-              prop.multiProcessorCount, prop.l2CacheSize >> 20, copy);
+  const bench::device_info dev = bench::device_banner(s);
+  const cudaDeviceProp& prop = dev.prop;
+  const double copy = dev.copy;
 
   const xc::exl3_moe_shape sh{256, 8, 6144, 2048, 4, 2};
   const int64_t E = sh.experts, H = sh.hidden, W = sh.width;
