@@ -7,7 +7,9 @@
 // backend.cpu's `linear: float` up to summation order) and run an f16 tensor-core GEMM
 // (cuBLAS, fp32 accumulation, weights dequantized to f16 once at load) for larger steps
 // (prefill). Grouped linears (q/k/v, gate/up) are one matrix and one launch; decode
-// attention rotates q/k, writes the KV pool and merges its splits in one launch.
+// attention rotates q/k, writes the KV pool and merges its splits in one launch; the
+// decode q8 GEMV applies linear_fused()'s prologue (pre-norm, SiLU gate) while it stages
+// x and adds its result to the residual stream itself.
 // Every op is enqueued on one stream; run_recorded() captures a step into a CUDA graph the
 // first time a key is seen and replays it afterwards. CUDA failures throw device_error
 // naming the op.
@@ -32,6 +34,8 @@
 #include "tandem/backend.hpp"
 
 namespace tandem::cuda {
+
+class cuda_linear;
 
 struct cuda_options {
   int device = 0;
@@ -68,6 +72,11 @@ class cuda_backend final : public backend {
   void add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
                     tensor_view out) override;
   void linear(const linear_weight& w, tensor_view x, tensor_view y) override;
+  // One kernel where the q8 GEMV stages x (at most 8 rows, in <= 4096); elsewhere the
+  // prologue runs on its own into scratch, and the GEMV epilogue, the GEMM (beta = 1) or an
+  // add() adds the product to y.
+  void linear_fused(const linear_weight& w, tensor_view x, const linear_prologue& pro, tensor_view y,
+                    bool accumulate) override;
   void rope(tensor_view x, tensor_view positions, const rope_params& p) override;
   void attention(tensor_view q, tensor_view k, tensor_view v, kv_storage& kv, int layer,
                  const attention_batch& batch, float scale, tensor_view out) override;
@@ -92,7 +101,9 @@ class cuda_backend final : public backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<cuda_buffer> cublas_ws_;
-  void gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y);
+  void gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y, bool accumulate);
+  // y (+)= x W^T for a backend.cuda weight: GEMV up to 8 rows, f16 GEMM above.
+  void dense_linear(const cuda_linear& lw, const float* x, int64_t n, float* y, bool accumulate);
   // The (cos, sin) table of `r` for positions [0, positions), made on the host exactly as
   // the reference's rope_angle, kept while it is large enough.
   void attach_rope_table(dev_rope& r, int head_dim, int positions);
@@ -100,6 +111,9 @@ class cuda_backend final : public backend {
   float rope_theta_ = 0.0f;
   int rope_rot_ = 0, rope_positions_ = 0;
   scratch x16_, attn_part_, attn_tickets_, q8_, sampler_ws_, sampler_params_;
+  scratch fused_x_, fused_y_;  // linear_fused's prologue output and product, where not fused
+  scratch argmax_ws_;          // greedy argmax: tickets (left zero by every launch), parts
+  int64_t argmax_rows_ = -1;   // the row count argmax_ws_ was last laid out for
   op_profiler prof_;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
   bool capturing_ = false;

@@ -76,15 +76,15 @@ void cuda_backend::add_rms_norm(tensor_view residual, tensor_view x, tensor_view
   check_launch("add_rms_norm");
 }
 
-void cuda_backend::gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y) {
+void cuda_backend::gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y, bool accumulate) {
   const bool q8 = opt_.q8_activations && gemv_q8_supported(m);
   for (int64_t r = 0; r < n; r += gemv_max_tokens) {
     const int64_t rows = std::min(gemv_max_tokens, n - r);
     if (q8) {
       void* ws = grow(q8_, std::max<size_t>(gemv_q8_scratch_bytes(rows, m.in), 16), "linear");
-      gemv_q8(m, x + r * m.in, rows, y + r * m.out, ws, stream_);
+      gemv_q8_fused(m, x + r * m.in, rows, dev_prologue{}, accumulate, y + r * m.out, ws, stream_);
     } else {
-      gemv(m, x + r * m.in, rows, y + r * m.out, stream_);
+      gemv(m, x + r * m.in, rows, y + r * m.out, accumulate, stream_);
     }
   }
 }
@@ -135,11 +135,16 @@ void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) 
                       std::to_string(m.out) + ", " + std::to_string(m.in) + "]");
   const float* xp = f32(x, "linear", "x");
   float* yp = f32(y, "linear", "y");
+  dense_linear(lw, xp, n, yp, false);
+}
+
+void cuda_backend::dense_linear(const cuda_linear& lw, const float* xp, int64_t n, float* yp, bool accumulate) {
+  const dev_matrix& m = lw.matrix();
   if (n <= gemv_max_tokens || lw.f16() == nullptr) {
     if (n <= gemv_max_tokens) {
-      gemv_rows(m, xp, n, yp);  // one launch, segment-major output for groups
+      gemv_rows(m, xp, n, yp, accumulate);  // one launch, segment-major output for groups
     } else {
-      for (int i = 0; i < m.n_segs; ++i) gemv_rows(segment_of(m, i), xp, n, yp + n * m.seg[i]);
+      for (int i = 0; i < m.n_segs; ++i) gemv_rows(segment_of(m, i), xp, n, yp + n * m.seg[i], accumulate);
     }
     check_launch("linear (gemv)");
     return;
@@ -148,8 +153,9 @@ void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) 
   f32_to_f16(xp, n * m.in, x16, stream_);
   check_launch("linear (convert)");
   // Row-major y [n, out] = x [n, in] W^T is column-major y^T = W x^T with W^T stored as
-  // [in, out]; a group runs one GEMM per segment into its own slice of y.
-  const float alpha = 1.0f, beta = 0.0f;
+  // [in, out]; a group runs one GEMM per segment into its own slice of y. beta = 1 adds
+  // the product to y.
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   for (int i = 0; i < m.n_segs; ++i) {
     const int64_t start = m.seg[i], rows = m.seg[i + 1] - start;
     check(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n),
@@ -158,6 +164,62 @@ void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) 
                        CUDA_R_32F, static_cast<int>(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "linear (gemm)");
   }
+}
+
+void cuda_backend::linear_fused(const linear_weight& w, tensor_view x, const linear_prologue& pro, tensor_view y,
+                                bool accumulate) {
+  using kind = linear_prologue::kind;
+  if (pro.k == kind::none && !accumulate) return linear(w, x, y);
+  const char* op = "linear_fused";
+  const int64_t in = w.in_features(), out = w.out_features();
+  const int64_t n = in > 0 ? x.numel() / in : 0;
+  if (x.numel() != n * in || y.numel() != n * out)
+    bad(op, "x and y do not fit W [" + std::to_string(out) + ", " + std::to_string(in) + "]");
+  const float* xp = f32(x, op, "x");
+  float* yp = f32(y, op, "y");
+  dev_prologue dp;
+  if (pro.k == kind::rms_norm) {
+    if (pro.norm_weight.numel() != in) bad(op, "norm_weight must have one value per input column");
+    dp = {dev_prologue::rms_norm, f32(pro.norm_weight, op, "norm_weight"), pro.eps, nullptr};
+  } else if (pro.k == kind::silu_mul) {
+    if (pro.up.numel() != n * in) bad(op, "up must have the shape of x");
+    dp = {dev_prologue::silu_mul, nullptr, 0.0f, f32(pro.up, op, "up")};
+  }
+  if (static_cast<const void*>(yp) == xp || (dp.up != nullptr && static_cast<const void*>(yp) == dp.up))
+    bad(op, "y must not alias x or up");
+  if (n == 0) return;
+  const auto* lw = dynamic_cast<const cuda_linear*>(&w);
+  // Decode with 8-bit activations: the GEMV stages x per block, so the prologue and the
+  // add are part of its one launch.
+  if (lw != nullptr && n <= gemv_max_tokens && opt_.q8_activations && gemv_q8_supported(lw->matrix()) &&
+      (dp.kind == dev_prologue::none || gemv_q8_fusable(lw->matrix()))) {
+    op_profiler::scope timed(prof_, "linear (fused)", stream_);
+    const dev_matrix& m = lw->matrix();
+    void* ws = grow(q8_, std::max<size_t>(gemv_q8_scratch_bytes(n, m.in), 16), op);
+    gemv_q8_fused(m, xp, n, dp, accumulate, yp, ws, stream_);
+    check_launch("linear (fused)");
+    return;
+  }
+  // Elsewhere the prologue's own kernel writes scratch (sized by the eager run before a
+  // step is recorded, like every scratch here), then the linear reads it.
+  tensor_view xin = x;
+  if (dp.kind != dev_prologue::none) {
+    xin = tensor_view::contiguous(grow(fused_x_, static_cast<size_t>(n * in) * 4, op), dtype::f32, {n, in}, dev());
+    const tensor_view x2 = tensor_view::contiguous(x.data, dtype::f32, {n, in}, dev());
+    if (dp.kind == dev_prologue::rms_norm) rms_norm(x2, pro.norm_weight, pro.eps, xin);
+    else silu_mul(x2, tensor_view::contiguous(pro.up.data, dtype::f32, {n, in}, dev()), xin);
+  }
+  if (!accumulate) return linear(w, xin, y);
+  if (lw != nullptr) {  // the GEMV epilogue or the GEMM's beta adds the product to y
+    op_profiler::scope timed(prof_, "linear", stream_);
+    dense_linear(*lw, xin.ptr<float>(), n, yp, true);
+    return;
+  }
+  const tensor_view prod = tensor_view::contiguous(grow(fused_y_, static_cast<size_t>(n * out) * 4, op), dtype::f32,
+                                                   {n, out}, dev());
+  linear(w, xin, prod);  // EXL3
+  const tensor_view y2 = tensor_view::contiguous(y.data, dtype::f32, {n, out}, dev());
+  add(y2, prod, y2);
 }
 
 void cuda_backend::rope(tensor_view x, tensor_view positions, const rope_params& p) {
@@ -273,7 +335,14 @@ void cuda_backend::sample(tensor_view logits, std::span<const sampling_params> p
     all_greedy = all_greedy && p.greedy();
   }
   if (all_greedy) {
-    argmax_rows(lp, m, vocab, out, stream_);
+    // Tickets start zero and every launch leaves them so; a new row count lays the
+    // workspace out afresh, so it is zeroed again (this op is never recorded).
+    const size_t bytes = argmax_workspace_bytes(m, vocab);
+    if (argmax_ws_.grow(bytes) || m != argmax_rows_) {
+      check(cudaMemsetAsync(argmax_ws_.data(), 0, bytes, stream_), "sample");
+      argmax_rows_ = m;
+    }
+    argmax_rows(lp, m, vocab, out, argmax_ws_.data(), stream_);
   } else {
     void* pp = grow(sampler_params_, dp.size() * sizeof(dev_sampling), "sample");
     void* ws = grow(sampler_ws_, sampler_workspace_bytes(m, vocab), "sample");

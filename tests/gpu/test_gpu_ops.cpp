@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <sstream>
 
 #include "cuda_weights.hpp"
 #include "gpu_util.hpp"
@@ -168,6 +169,176 @@ BOOST_AUTO_TEST_CASE(grouped_linear_is_segment_major) {
         BOOST_TEST(e < (n <= 8 ? 1e-5 : 2e-3), "group part " << i << " n=" << n << " q8=" << (be == &gpu_q8()) << ": rel err " << e);
         off += n * outs[i];
       }
+    }
+  }
+}
+
+namespace {
+
+using kind = linear_prologue::kind;
+
+// Weights in a vector by moves (a copied test_weight's info would point at the original's bytes).
+std::vector<test::test_weight> weights(std::initializer_list<std::pair<dtype, std::pair<int64_t, int64_t>>> specs) {
+  std::vector<test::test_weight> v;
+  for (const auto& [t, shape] : specs) v.push_back(test::random_weight(rng(), t, shape.first, shape.second));
+  return v;
+}
+
+// One linear_fused case on `be`: the fused op against the same backend's separate ops
+// (prologue op, linear, add), and against the reference.
+//  - Separate ops: the fused GEMV computes the prologue with the prologue kernels' own
+//    arithmetic (same sum order, same fused multiply-adds) and runs the same GEMV, and
+//    its add is add()'s; so the results must be bit-identical on every path where the
+//    product is the same kernel (all of them but the GEMM, whose beta = 1 epilogue may
+//    round the sum differently from add(): relative 1e-5 there).
+//  - Reference: f32 GEMV against kernels/ref's prologue and linear, < 1e-5 (sum order);
+//    q8 against the host mirror of backend.cpu's q8 linear on the prologue values the GPU
+//    computed (the integers are the same: < 1e-5), and against the mirror on kernels/ref's
+//    prologue values, which differ in the last bit and may round a few activations to the
+//    next integer: < 3e-3 (1-ulp perturbations of x moved an in = 1536 q8 product by at
+//    most 4.3e-4 in a simulation); GEMM (n > 8): 2e-3 as linear_gemv_and_gemm.
+void check_fused(cuda::cuda_backend& be, const std::vector<test::test_weight>& parts, int64_t n, kind k, bool acc) {
+  const int64_t in = parts[0].info.shape[1];
+  int64_t out = 0;
+  for (const auto& p : parts) out += p.info.shape[0];
+  std::unique_ptr<linear_weight> lw;
+  if (parts.size() == 1) {
+    lw = be.load_linear(parts[0].info);
+  } else {
+    std::vector<const tensor_info*> infos;
+    for (const auto& p : parts) infos.push_back(&p.info);
+    lw = be.load_linear_group(infos);
+  }
+  const bool q8 = &be == &gpu_q8();
+  const dtype type = parts[0].info.type;
+  auto x = test::random_floats(rng(), n * in, 2.0f), up = test::random_floats(rng(), n * in);
+  auto nw = test::random_floats(rng(), in), y0 = test::random_floats(rng(), n * out, 10.0f);
+  dvec<float> dx(be, x), dup(be, up), dnw(be, nw);
+  linear_prologue pro;
+  pro.k = k;
+  pro.norm_weight = dnw.view({in});
+  pro.eps = 1e-5f;
+  pro.up = dup.view({n, in});
+  // Fused.
+  dvec<float> fused(be, n * out);
+  if (acc) be.copy_to_device(fused.buf->data(), y0.data(), y0.size() * 4);
+  else fused.poison();
+  be.linear_fused(*lw, dx.view({n, in}), pro, fused.view({n, out}), acc);
+  // Separate ops.
+  dvec<float> h(be, n * in), prod(be, n * out), sep(be, n * out);
+  tensor_view xin = dx.view({n, in});
+  if (k == kind::rms_norm) be.rms_norm(dx.view({n, in}), dnw.view({in}), 1e-5f, xin = h.view({n, in}));
+  if (k == kind::silu_mul) be.silu_mul(dx.view({n, in}), dup.view({n, in}), xin = h.view({n, in}));
+  be.linear(*lw, xin, prod.view({n, out}));
+  if (acc) {
+    be.copy_to_device(sep.buf->data(), y0.data(), y0.size() * 4);
+    be.add(sep.view({n, out}), prod.view({n, out}), sep.view({n, out}));
+  }
+  const std::vector<float> got = fused.host(), want = acc ? sep.host() : prod.host();
+  std::ostringstream what;
+  what << (q8 ? "q8 " : "f32 ") << name(type) << " [" << out << " x " << in << "] parts " << parts.size() << " n=" << n
+       << " prologue " << static_cast<int>(k) << " accumulate " << acc;
+  const bool gemm = n > cuda::gemv_max_tokens;
+  if (gemm) {
+    const double e = test::rel_err(got, want);
+    BOOST_TEST(e < 1e-5, what.str() << ": fused vs separate ops rel err " << e);
+  } else {
+    BOOST_TEST(test::max_abs_err(got, want) == 0.0, what.str() << ": fused vs separate ops max |diff| "
+                                                                 << test::max_abs_err(got, want));
+  }
+  // References: the prologue's values (GPU's and kernels/ref's), the product, the add.
+  std::vector<float> hx_ref = x, hx_gpu = x;
+  if (k == kind::rms_norm) ref::rms_norm(x.data(), nw.data(), 1e-5f, n, in, hx_ref.data());
+  if (k == kind::silu_mul) ref::silu_mul(x.data(), up.data(), n * in, hx_ref.data());
+  if (k != kind::none) hx_gpu = h.host();
+  auto product = [&](const std::vector<float>& xs, bool mirror_q8) {
+    std::vector<float> y(n * out);
+    int64_t off = 0;
+    for (const auto& p : parts) {
+      const int64_t o = p.info.shape[0];
+      std::vector<float> part(n * o);
+      if (mirror_q8) part = q8_linear_ref(type, p.info.data, o, in, xs, n);
+      else ref::linear(type, p.info.data, o, in, xs.data(), n, part.data());
+      std::copy(part.begin(), part.end(), y.begin() + off);  // segment-major, as the group writes
+      off += n * o;
+    }
+    if (acc)
+      for (int64_t i = 0; i < n * out; ++i) y[i] += y0[i];
+    return y;
+  };
+  const bool q8_path = q8 && !gemm;
+  if (q8_path) {
+    const double e1 = test::rel_err(got, product(hx_gpu, true)), e2 = test::rel_err(got, product(hx_ref, true));
+    BOOST_TEST(e1 < 1e-5, what.str() << ": vs q8 mirror on the GPU prologue, rel err " << e1);
+    BOOST_TEST(e2 < 3e-3, what.str() << ": vs q8 mirror on the reference prologue, rel err " << e2);
+  } else {
+    const double e = test::rel_err(got, product(hx_ref, false));
+    BOOST_TEST(e < (gemm ? 2e-3 : 1e-5), what.str() << ": vs reference rel err " << e);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(linear_fused_matches_separate_ops_and_reference) {
+  // Decode shapes of the default model (in = 576 for q/k/v, gate/up and the LM head, 1536
+  // for down) with odd row counts, on the q8 path (prologue inside the GEMV) and the f32
+  // path (prologue kernel, add in the GEMV epilogue).
+  for (cuda::cuda_backend* be : {&gpu_q8(), &gpu()}) {
+    for (dtype t : {dtype::q4_1, dtype::q8_0}) {
+      for (auto [out, in] : {std::pair<int64_t, int64_t>{577, 576}, {193, 1536}, {1001, 1536}}) {
+        const auto w = weights({{t, {out, in}}});
+        for (int64_t n : {1, 3, 8})
+          for (kind k : {kind::none, kind::rms_norm, kind::silu_mul})
+            for (bool acc : {false, true}) check_fused(*be, w, n, k, acc);
+      }
+    }
+    // A q/k/v-shaped group (segment-major output) with the pre-norm.
+    const auto g = weights({{dtype::q4_1, {576, 576}}, {dtype::q4_1, {192, 576}}, {dtype::q4_1, {192, 576}}});
+    for (int64_t n : {1, 5, 8}) check_fused(*be, g, n, kind::rms_norm, false);
+    // The LM head's shape (tall: 8 warps of 4 rows per block), with the output norm.
+    const auto head = weights({{dtype::q8_0, {16411, 576}}});
+    for (int64_t n : {1, 2, 3, 8}) check_fused(*be, head, n, kind::rms_norm, false);
+    // in > 4096 (q8: x quantized once into global scratch, so the prologue runs on its own),
+    // and steps of more than 8 rows (GEMM, beta = 1 for the add).
+    const auto wide = weights({{dtype::q4_1, {64, 8192}}});
+    for (kind k : {kind::rms_norm, kind::silu_mul}) check_fused(*be, wide, 3, k, true);
+    const auto mid = weights({{dtype::q4_1, {576, 1536}}});
+    for (kind k : {kind::none, kind::rms_norm, kind::silu_mul})
+      for (bool acc : {false, true}) check_fused(*be, mid, 20, k, acc);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(linear_fused_recorded_replays_with_new_inputs) {
+  // A decode-shaped layer tail (o-proj into the residual, pre-normed gate/up, gated down
+  // into the residual) recorded once and replayed; on the f32 path the prologues use
+  // scratch sized by the eager run.
+  for (cuda::cuda_backend* be : {&gpu_q8(), &gpu()}) {
+    const int64_t n = 2, d = 576, f = 1536;
+    auto wo = be->load_linear(test::random_weight(rng(), dtype::q4_1, d, d).info);
+    auto down = be->load_linear(test::random_weight(rng(), dtype::q4_1, d, f).info);
+    const auto gu_parts = weights({{dtype::q4_1, {f, d}}, {dtype::q4_1, {f, d}}});
+    const tensor_info* gu_infos[2] = {&gu_parts[0].info, &gu_parts[1].info};
+    auto gate_up = be->load_linear_group(gu_infos);
+    dvec<float> x(*be, n * d), attn(*be, n * d), gu(*be, n * 2 * f), nw(*be, test::random_floats(rng(), d));
+    auto gate = tensor_view::contiguous(gu.buf->data(), dtype::f32, {n, f}, be->dev());
+    auto upv = tensor_view::contiguous(static_cast<float*>(gu.buf->data()) + n * f, dtype::f32, {n, f}, be->dev());
+    linear_prologue norm, gated;
+    norm.k = kind::rms_norm, norm.norm_weight = nw.view({d}), norm.eps = 1e-5f;
+    gated.k = kind::silu_mul, gated.up = upv;
+    auto body = [&] {
+      be->linear_fused(*wo, attn.view({n, d}), {}, x.view({n, d}), true);
+      be->linear_fused(*gate_up, x.view({n, d}), norm, gu.view({n, 2 * f}), false);
+      be->linear_fused(*down, gate, gated, x.view({n, d}), true);
+    };
+    for (int round = 0; round < 3; ++round) {
+      auto xh = test::random_floats(rng(), n * d), ah = test::random_floats(rng(), n * d);
+      be->copy_to_device(attn.buf->data(), ah.data(), ah.size() * 4);
+      be->copy_to_device(x.buf->data(), xh.data(), xh.size() * 4);
+      body();  // eager
+      const auto want = x.host();
+      be->copy_to_device(x.buf->data(), xh.data(), xh.size() * 4);
+      be->run_recorded(4242 + (be == &gpu() ? 1 : 0), body);  // recorded on round 0, replayed after
+      BOOST_TEST(test::max_abs_err(x.host(), want) == 0.0, "round " << round << " q8=" << (be == &gpu_q8()));
     }
   }
 }
@@ -373,6 +544,64 @@ BOOST_AUTO_TEST_CASE(sampling_matches_reference) {
   dvec<int32_t> ids(gpu(), 2);
   std::vector<sampling_params> ps(2);
   BOOST_CHECK_THROW(gpu().sample(db.view({2, 16}), ps, ids.view({2})), error);
+}
+
+BOOST_AUTO_TEST_CASE(argmax_spread_over_blocks) {
+  // Greedy rows go through the multi-block argmax: ties between blocks (lowest id), NaN
+  // (skipped), +inf (the lowest +inf), a row of -inf but one; row counts change from call
+  // to call (the workspace is laid out afresh) and repeat (tickets are left at zero).
+  for (int vocab : {49152, 100003, 2048, 7}) {
+    for (int64_t m : {1, 5, 3, 5}) {
+      auto logits = test::random_floats(rng(), m * vocab, 3.0f);
+      auto at = [&](int64_t r, int i) -> float& { return logits[r * vocab + i]; };
+      at(0, vocab - 2) = at(0, vocab / 3 + 1) = 50.0f;
+      if (m > 1) {
+        at(1, 0) = at(1, vocab / 2) = at(1, vocab - 1) = NAN;
+        at(1, vocab / 4 + 1) = at(1, 3 * vocab / 4) = INFINITY;
+      }
+      if (m > 2) {
+        for (int i = 0; i < vocab; ++i) at(2, i) = -INFINITY;
+        at(2, vocab - 1) = -1e30f;
+      }
+      std::vector<sampling_params> ps(m);  // greedy
+      dvec<float> dl(gpu(), logits);
+      dvec<int32_t> ids(gpu(), m);
+      gpu().sample(dl.view({m, vocab}), ps, ids.view({m}));
+      const auto got = ids.host();
+      for (int64_t r = 0; r < m; ++r)
+        BOOST_TEST(got[r] == ref::sample_row(logits.data() + r * vocab, vocab, ps[r]),
+                   "vocab " << vocab << " m " << m << " row " << r);
+    }
+  }
+  // The launcher recorded into a graph and replayed on new logits.
+  const int64_t m = 3;
+  const int vocab = 49152;
+  const size_t bytes = cuda::argmax_workspace_bytes(m, vocab);
+  auto ws = gpu().alloc(bytes);
+  cudaStream_t s = gpu().stream();
+  BOOST_REQUIRE(cudaMemsetAsync(ws->data(), 0, bytes, s) == cudaSuccess);
+  dvec<float> dl(gpu(), m * vocab);
+  dvec<int32_t> ids(gpu(), m);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  BOOST_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  cuda::argmax_rows(static_cast<const float*>(dl.buf->data()), m, vocab, static_cast<int32_t*>(ids.buf->data()),
+                    ws->data(), s);
+  BOOST_REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  BOOST_REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  for (int round = 0; round < 3; ++round) {
+    auto logits = test::random_floats(rng(), m * vocab, 3.0f);
+    logits[round * 10000 + 17] = 99.0f;
+    gpu().copy_to_device(dl.buf->data(), logits.data(), logits.size() * 4);
+    ids.poison();
+    BOOST_REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+    const auto got = ids.host();
+    sampling_params greedy;
+    for (int64_t r = 0; r < m; ++r)
+      BOOST_TEST(got[r] == ref::sample_row(logits.data() + r * vocab, vocab, greedy), "replay " << round << " row " << r);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
 }
 
 BOOST_AUTO_TEST_CASE(recorded_steps_replay_with_new_inputs) {

@@ -54,9 +54,10 @@ __device__ __forceinline__ void load_block(const dev_matrix& w, int64_t row, int
 constexpr int rows_per_warp = 4;
 constexpr int rows_per_block = 4 * rows_per_warp;
 
+// accumulate: y += the result (each output read and written by one lane only).
 template <wformat F, int NT>
 __global__ void __launch_bounds__(128) gemv_kernel(dev_matrix w, const float* __restrict__ x,
-                                                   float* __restrict__ y) {
+                                                   float* __restrict__ y, bool accumulate) {
   const int64_t row0 = (blockIdx.x * 4LL + (threadIdx.x >> 5)) * rows_per_warp;
   const int lane = threadIdx.x & 31;
   if (row0 >= w.out) return;
@@ -98,23 +99,26 @@ __global__ void __launch_bounds__(128) gemv_kernel(dev_matrix w, const float* __
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const float s = detail::warp_sum(acc[r][t]);
-      if (lane == 0 && row0 + r < w.out) *detail::out_at(w, y, NT, t, row0 + r) = s;
+      if (lane == 0 && row0 + r < w.out) {
+        float* o = detail::out_at(w, y, NT, t, row0 + r);
+        *o = accumulate ? *o + s : s;
+      }
     }
   }
 }
 
 template <wformat F>
-void gemv_n(const dev_matrix& w, const float* x, int64_t n, float* y, cudaStream_t s) {
+void gemv_n(const dev_matrix& w, const float* x, int64_t n, float* y, bool acc, cudaStream_t s) {
   const unsigned grid = blocks_for(w.out, rows_per_block);
   switch (n) {
-    case 1: gemv_kernel<F, 1><<<grid, 128, 0, s>>>(w, x, y); break;
-    case 2: gemv_kernel<F, 2><<<grid, 128, 0, s>>>(w, x, y); break;
-    case 3: gemv_kernel<F, 3><<<grid, 128, 0, s>>>(w, x, y); break;
-    case 4: gemv_kernel<F, 4><<<grid, 128, 0, s>>>(w, x, y); break;
-    case 5: gemv_kernel<F, 5><<<grid, 128, 0, s>>>(w, x, y); break;
-    case 6: gemv_kernel<F, 6><<<grid, 128, 0, s>>>(w, x, y); break;
-    case 7: gemv_kernel<F, 7><<<grid, 128, 0, s>>>(w, x, y); break;
-    case 8: gemv_kernel<F, 8><<<grid, 128, 0, s>>>(w, x, y); break;
+    case 1: gemv_kernel<F, 1><<<grid, 128, 0, s>>>(w, x, y, acc); break;
+    case 2: gemv_kernel<F, 2><<<grid, 128, 0, s>>>(w, x, y, acc); break;
+    case 3: gemv_kernel<F, 3><<<grid, 128, 0, s>>>(w, x, y, acc); break;
+    case 4: gemv_kernel<F, 4><<<grid, 128, 0, s>>>(w, x, y, acc); break;
+    case 5: gemv_kernel<F, 5><<<grid, 128, 0, s>>>(w, x, y, acc); break;
+    case 6: gemv_kernel<F, 6><<<grid, 128, 0, s>>>(w, x, y, acc); break;
+    case 7: gemv_kernel<F, 7><<<grid, 128, 0, s>>>(w, x, y, acc); break;
+    case 8: gemv_kernel<F, 8><<<grid, 128, 0, s>>>(w, x, y, acc); break;
     default: throw std::invalid_argument("gemv: more than 8 token rows");
   }
 }
@@ -173,13 +177,17 @@ dev_matrix segment_of(const dev_matrix& m, int i) {
   return r;
 }
 
-void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, cudaStream_t stream) {
+void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, bool accumulate, cudaStream_t stream) {
   if (n == 0 || w.out == 0) return;
   switch (w.format) {
-    case wformat::q4_1: gemv_n<wformat::q4_1>(w, x, n, y, stream); break;
-    case wformat::q8_0: gemv_n<wformat::q8_0>(w, x, n, y, stream); break;
-    case wformat::f32: gemv_n<wformat::f32>(w, x, n, y, stream); break;
+    case wformat::q4_1: gemv_n<wformat::q4_1>(w, x, n, y, accumulate, stream); break;
+    case wformat::q8_0: gemv_n<wformat::q8_0>(w, x, n, y, accumulate, stream); break;
+    case wformat::f32: gemv_n<wformat::f32>(w, x, n, y, accumulate, stream); break;
   }
+}
+
+void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, cudaStream_t stream) {
+  gemv(w, x, n, y, false, stream);
 }
 
 void dequantize_f16(const dev_matrix& w, __half* out, cudaStream_t stream) {

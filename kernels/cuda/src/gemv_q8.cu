@@ -7,6 +7,16 @@
 //
 // Small inputs (in <= staged_max_in) are quantized by every block into shared memory
 // (no extra launch: decode is launch-bound); larger ones once into global scratch first.
+// While a block stages x it can also apply the linear's prologue (the block's pre-norm,
+// or the SiLU gate of the down projection) with the arithmetic of pointwise.cu's kernels,
+// and its epilogue can add the result to y (the residual stream): one launch where the
+// separate ops took two or three.
+//
+// Shapes: a warp owns R consecutive output rows and lane l reads blocks l, l + 32, ... of
+// each (so a row's sum runs in the same order whatever R is). Every block a lane needs is
+// requested before the kernel waits for its predecessor when in <= 64 blocks (2048), the
+// first 32 otherwise. Very tall matrices (the LM head) get 8 warps of 4 rows per block,
+// so the x staging is paid once per 32 rows rather than per 8.
 #include <stdexcept>
 
 #include "common.cuh"
@@ -17,39 +27,43 @@ namespace {
 
 using detail::blocks_for;
 
-constexpr int threads = 128;
-constexpr int rows_per_warp = 2;
-constexpr int rows_per_block = threads / 32 * rows_per_warp;
 constexpr int64_t staged_max_in = 4096;
+constexpr int64_t wide_min_out = 16384;  // matrices at least this tall use the wide shape
 
 __device__ __forceinline__ int warp_sum_int(int v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
-// Warp `warp` of `nwarps` quantizes blocks warp, warp + nwarps, ... of x [n, in]; four
-// blocks' loads are issued before any of their reductions.
+// Quantizes block i (32 values, one per lane; v is this lane's) to xq[32 i + lane] and
+// ds[i] = (d, d * sum q), as backend.cpu's quantize_q8.
+__device__ __forceinline__ void quantize_block(float v, int64_t i, int lane, int8_t* xq, float2* ds) {
+  const float amax = detail::warp_max(fabsf(v));
+  const float d = __fdiv_rn(amax, 127.0f);
+  const float id = d > 0.0f ? __frcp_rn(d) : 0.0f;
+  const int q = max(-127, min(127, __float2int_rn(__fmul_rn(v, id))));
+  xq[i * 32 + lane] = static_cast<int8_t>(q);
+  const int sum = warp_sum_int(q);
+  if (lane == 0) ds[i] = make_float2(d, __fmul_rn(d, static_cast<float>(sum)));
+}
+
+// Warp `warp` of `nwarps` quantizes blocks warp, warp + nwarps, ... of x [n, in] (block i
+// is x[32 i .. 32 i + 31]); four blocks' loads are issued before any of their reductions.
 __device__ void quantize_blocks(const float* __restrict__ x, int64_t n, int64_t in, int8_t* xq, float2* ds,
-                                int warp, int nwarps, int lane) {
-  const int64_t nb = in / 32, total = n * nb;
-  for (int64_t i0 = warp; i0 < total; i0 += 4 * int64_t{nwarps}) {
+                                int64_t warp, int64_t nwarps, int lane) {
+  const int64_t total = n * (in / 32);
+  for (int64_t i0 = warp; i0 < total; i0 += 4 * nwarps) {
     float v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      const int64_t i = i0 + u * int64_t{nwarps};
-      v[u] = i < total ? x[(i / nb) * in + (i % nb) * 32 + lane] : 0.0f;
+      const int64_t i = i0 + u * nwarps;
+      v[u] = i < total ? x[i * 32 + lane] : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      const int64_t i = i0 + u * int64_t{nwarps};
+      const int64_t i = i0 + u * nwarps;
       if (i >= total) break;  // warp-uniform
-      const float amax = detail::warp_max(fabsf(v[u]));
-      const float d = __fdiv_rn(amax, 127.0f);
-      const float id = d > 0.0f ? __frcp_rn(d) : 0.0f;
-      const int q = max(-127, min(127, __float2int_rn(__fmul_rn(v[u], id))));
-      xq[(i / nb) * in + (i % nb) * 32 + lane] = static_cast<int8_t>(q);
-      const int sum = warp_sum_int(q);
-      if (lane == 0) ds[i] = make_float2(d, __fmul_rn(d, static_cast<float>(sum)));
+      quantize_block(v[u], i, lane, xq, ds);
     }
   }
 }
@@ -57,10 +71,90 @@ __device__ void quantize_blocks(const float* __restrict__ x, int64_t n, int64_t 
 __global__ void quantize_kernel(const float* x, int64_t n, int64_t in, int8_t* xq, float2* ds) {
   detail::pdl_wait();
   detail::pdl_trigger();
-  const int nwarps = gridDim.x * (blockDim.x / 32);
-  quantize_blocks(x, n, in, xq, ds, blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, nwarps, threadIdx.x & 31);
+  const int64_t nwarps = gridDim.x * int64_t{blockDim.x / 32};
+  quantize_blocks(x, n, in, xq, ds, blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32, nwarps, threadIdx.x & 31);
 }
 
+// Shared memory of a staging block: x quantized [NT, in] and its block scales, then the
+// rms prologue's per-(token, warp-of-32) sums [NT][32] and each warp's 1 / rms [NW][NT].
+size_t stage_smem_bytes(int nt, int64_t in, int nw) {
+  return static_cast<size_t>(nt * in) + static_cast<size_t>(nt * (in / 32)) * sizeof(float2) +
+         static_cast<size_t>(nt * 32 + nw * nt) * sizeof(float);
+}
+
+// x [NT, in] through the prologue, quantized into shared memory by the block's NW warps.
+// The prologue's arithmetic is pointwise.cu's, operation for operation, so the values
+// quantized are those rms_norm / silu_mul would have written:
+//  - rms_norm: rms_norm_kernel runs T = norm_threads(in) threads; thread j sums x[j]^2,
+//    x[j + T]^2, ... with fused multiply-adds, block_sum tree-sums each warp's 32 sums
+//    (warp_sum) and then the warp totals (warp_sum over lanes < T / 32); the value is
+//    x * inv * w with inv = 1 / sqrtf(ss / in + eps). Warp k here computes "virtual warp"
+//    sums of that kernel, in the same order.
+//  - silu_mul: g / (1 + expf(-g)) * up.
+template <int NT, int NW>
+__device__ __forceinline__ void stage_x(const float* __restrict__ x, const dev_prologue& pro, int in, int8_t* sq,
+                                        float2* sds, float* sred, int warp, int lane) {
+  const int nb = in / 32, total = NT * nb;
+  float* inv = sred + NT * 32 + warp * NT;  // this warp's copy
+  if (pro.kind == dev_prologue::rms_norm) {
+    const int T = in >= 1024 ? 1024 : (in + 31) / 32 * 32, vw = T / 32, items = NT * vw;
+    for (int i0 = warp; i0 < items; i0 += 4 * NW) {
+      float ss[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int i = i0 + u * NW;
+        ss[u] = 0.0f;
+        if (i < items) {
+          const int t = i / vw;
+          for (int j = (i - t * vw) * 32 + lane; j < in; j += T) {
+            const float v = x[t * in + j];
+            ss[u] = __fmaf_rn(v, v, ss[u]);
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int i = i0 + u * NW;
+        if (i >= items) break;  // warp-uniform
+        const float s = detail::warp_sum(ss[u]);
+        if (lane == 0) sred[(i / vw) * 32 + i % vw] = s;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float s = detail::warp_sum(lane < vw ? sred[t * 32 + lane] : 0.0f);
+      if (lane == 0) inv[t] = 1.0f / sqrtf(s / static_cast<float>(in) + pro.eps);
+    }
+    __syncwarp();
+  }
+  for (int i0 = warp; i0 < total; i0 += 4 * NW) {
+    float v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int i = i0 + u * NW;
+      v[u] = 0.0f;
+      if (i < total) {
+        const int e = i * 32 + lane;  // element t * in + j of x [NT, in]
+        const float g = x[e];
+        if (pro.kind == dev_prologue::rms_norm) {
+          const int t = i / nb;
+          v[u] = g * inv[t] * pro.norm_weight[e - t * in];
+        } else if (pro.kind == dev_prologue::silu_mul) {
+          v[u] = g / (1.0f + expf(-g)) * pro.up[e];
+        } else {
+          v[u] = g;
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int i = i0 + u * NW;
+      if (i >= total) break;  // warp-uniform
+      quantize_block(v[u], i, lane, sq, sds);
+    }
+  }
+}
 
 template <wformat F>
 struct wblock {
@@ -109,22 +203,46 @@ __device__ __forceinline__ int dot_block(const wblock<F>& wb, const int4& x0, co
   }
 }
 
-// Block = 4 warps x 2 rows. STAGED: x (f32) is quantized into shared memory first;
-// else xq/ds are the global quantized activations.
-template <wformat F, int NT, bool STAGED>
-__global__ void __launch_bounds__(threads) gemv_q8_kernel(dev_matrix w, const float* __restrict__ x,
+// acc[r][t] += block b of row row0 + r dotted with block b of token t's quantized x.
+template <wformat F, int NT, int R>
+__device__ __forceinline__ void dot_step(const wblock<F> (&wb)[R], int64_t b, int64_t in, int64_t nb, int64_t row0,
+                                         int64_t out, const int8_t* xq, const float2* ds, float (&acc)[R][NT]) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const int4* xp = reinterpret_cast<const int4*>(xq + t * in + b * 32);
+    const int4 x0 = xp[0], x1 = xp[1];
+    const float2 dx = ds[t * nb + b];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (row0 + r < out) {
+        const float dot = static_cast<float>(dot_block<F>(wb[r], x0, x1));
+        acc[r][t] += wb[r].d * dx.x * dot + wb[r].m * dx.y;
+      }
+    }
+  }
+}
+
+// Block = NW warps x R rows. STAGED: x (f32) goes through the prologue and is quantized
+// into shared memory first; else xq/ds are the global quantized activations (no
+// prologue). KB: rounds of 32 weight blocks per lane requested before pdl_wait.
+// accumulate: y += the result (each output is read and written by one lane only).
+template <wformat F, int NT, bool STAGED, int NW, int R, int KB>
+__global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const float* __restrict__ x, dev_prologue pro,
                                                           const int8_t* __restrict__ gxq,
-                                                          const float2* __restrict__ gds, float* __restrict__ y) {
+                                                          const float2* __restrict__ gds, float* __restrict__ y,
+                                                          bool accumulate) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t nb = w.in / 32;
-  const int64_t row0 = (blockIdx.x * int64_t{threads / 32} + warp) * rows_per_warp;
-  // The first weight blocks are requested before the activations are quantized, so their
-  // DRAM latency overlaps that work.
-  wblock<F> wb[rows_per_warp];
+  const int64_t row0 = (blockIdx.x * int64_t{NW} + warp) * R;
+  // The weight blocks are requested before the activations are staged, so their DRAM
+  // latency overlaps that work (and the previous kernel's tail).
+  wblock<F> wb[KB][R];
 #pragma unroll
-  for (int r = 0; r < rows_per_warp; ++r)
-    if (row0 + r < w.out && lane < nb) wb[r] = load_wblock<F>(w, row0 + r, lane, nb);
+  for (int k = 0; k < KB; ++k)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (row0 + r < w.out && lane + 32 * k < nb) wb[k][r] = load_wblock<F>(w, row0 + r, lane + 32 * k, nb);
   detail::pdl_wait();  // x (and the scratch it was quantized into) come from earlier kernels
   detail::pdl_trigger();
   const int8_t* xq = gxq;
@@ -132,72 +250,71 @@ __global__ void __launch_bounds__(threads) gemv_q8_kernel(dev_matrix w, const fl
   if constexpr (STAGED) {
     auto* sq = reinterpret_cast<int8_t*>(smem);
     auto* sds = reinterpret_cast<float2*>(smem + NT * w.in);
-    quantize_blocks(x, NT, w.in, sq, sds, warp, threads / 32, lane);
+    auto* sred = reinterpret_cast<float*>(sds + NT * nb);
+    stage_x<NT, NW>(x, pro, static_cast<int>(w.in), sq, sds, sred, warp, lane);
     __syncthreads();
     xq = sq, ds = sds;
   }
   if (row0 >= w.out) return;
-  float acc[rows_per_warp][NT];
+  float acc[R][NT];
 #pragma unroll
-  for (int r = 0; r < rows_per_warp; ++r)
+  for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
-  for (int64_t b = lane; b < nb; b += 32) {
-    if (b != lane) {
 #pragma unroll
-      for (int r = 0; r < rows_per_warp; ++r)
-        if (row0 + r < w.out) wb[r] = load_wblock<F>(w, row0 + r, b, nb);
-    }
+  for (int k = 0; k < KB; ++k)
+    if (lane + 32 * k < nb) dot_step<F, NT, R>(wb[k], lane + 32 * k, w.in, nb, row0, w.out, xq, ds, acc);
+  for (int64_t b = lane + 32 * KB; b < nb; b += 32) {
+    wblock<F> cur[R];
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      const int4* xp = reinterpret_cast<const int4*>(xq + t * w.in + b * 32);
-      const int4 x0 = xp[0], x1 = xp[1];
-      const float2 dx = ds[t * nb + b];
-#pragma unroll
-      for (int r = 0; r < rows_per_warp; ++r) {
-        if (row0 + r < w.out) {
-          const float dot = static_cast<float>(dot_block<F>(wb[r], x0, x1));
-          acc[r][t] += wb[r].d * dx.x * dot + wb[r].m * dx.y;
-        }
-      }
-    }
+    for (int r = 0; r < R; ++r)
+      if (row0 + r < w.out) cur[r] = load_wblock<F>(w, row0 + r, b, nb);
+    dot_step<F, NT, R>(cur, b, w.in, nb, row0, w.out, xq, ds, acc);
   }
 #pragma unroll
-  for (int r = 0; r < rows_per_warp; ++r) {
+  for (int r = 0; r < R; ++r) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const float s = detail::warp_sum(acc[r][t]);
-      if (lane == 0 && row0 + r < w.out) *detail::out_at(w, y, NT, t, row0 + r) = s;
+      if (lane == 0 && row0 + r < w.out) {
+        float* o = detail::out_at(w, y, NT, t, row0 + r);
+        *o = accumulate ? *o + s : s;
+      }
     }
   }
 }
 
+template <wformat F, int NT, bool STAGED, int NW, int R, int KB>
+void launch_shape(const dev_matrix& w, const float* x, const dev_prologue& pro, float* y, bool accumulate,
+                  const int8_t* xq, const float2* ds, cudaStream_t s) {
+  const unsigned grid = blocks_for(w.out, NW * R);
+  const size_t smem = STAGED ? stage_smem_bytes(NT, w.in, NW) : 0;
+  detail::launch_pdl(gemv_q8_kernel<F, NT, STAGED, NW, R, KB>, dim3(grid), dim3(NW * 32), smem, s, w, x, pro, xq, ds,
+                     y, accumulate);
+}
+
 template <wformat F, int NT>
-void launch_nt(const dev_matrix& w, const float* x, float* y, const int8_t* xq, const float2* ds, bool staged,
-               cudaStream_t s) {
-  const unsigned grid = blocks_for(w.out, rows_per_block);
-  if (staged) {
-    const size_t smem = static_cast<size_t>(NT * w.in) + static_cast<size_t>(NT * (w.in / 32)) * sizeof(float2);
-    detail::launch_pdl(gemv_q8_kernel<F, NT, true>, dim3(grid), dim3(threads), smem, s, w, x,
-                       static_cast<const int8_t*>(nullptr), static_cast<const float2*>(nullptr), y);
-  } else {
-    detail::launch_pdl(gemv_q8_kernel<F, NT, false>, dim3(grid), dim3(threads), 0, s, w,
-                       static_cast<const float*>(nullptr), xq, ds, y);
-  }
+void launch_nt(const dev_matrix& w, const float* x, const dev_prologue& pro, float* y, bool accumulate,
+               const int8_t* xq, const float2* ds, bool staged, cudaStream_t s) {
+  const int64_t nb = w.in / 32;
+  if (!staged) launch_shape<F, NT, false, 4, 2, 1>(w, x, pro, y, accumulate, xq, ds, s);
+  else if (w.out >= wide_min_out) launch_shape<F, NT, true, 8, 4, 1>(w, x, pro, y, accumulate, xq, ds, s);
+  else if (nb > 32 && nb <= 64) launch_shape<F, NT, true, 4, 2, 2>(w, x, pro, y, accumulate, xq, ds, s);
+  else launch_shape<F, NT, true, 4, 2, 1>(w, x, pro, y, accumulate, xq, ds, s);
 }
 
 template <wformat F>
-void launch(const dev_matrix& w, const float* x, int64_t n, float* y, const int8_t* xq, const float2* ds,
-            bool staged, cudaStream_t s) {
+void launch(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, float* y, bool accumulate,
+            const int8_t* xq, const float2* ds, bool staged, cudaStream_t s) {
   switch (n) {
-    case 1: launch_nt<F, 1>(w, x, y, xq, ds, staged, s); break;
-    case 2: launch_nt<F, 2>(w, x, y, xq, ds, staged, s); break;
-    case 3: launch_nt<F, 3>(w, x, y, xq, ds, staged, s); break;
-    case 4: launch_nt<F, 4>(w, x, y, xq, ds, staged, s); break;
-    case 5: launch_nt<F, 5>(w, x, y, xq, ds, staged, s); break;
-    case 6: launch_nt<F, 6>(w, x, y, xq, ds, staged, s); break;
-    case 7: launch_nt<F, 7>(w, x, y, xq, ds, staged, s); break;
-    case 8: launch_nt<F, 8>(w, x, y, xq, ds, staged, s); break;
+    case 1: launch_nt<F, 1>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
+    case 2: launch_nt<F, 2>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
+    case 3: launch_nt<F, 3>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
+    case 4: launch_nt<F, 4>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
+    case 5: launch_nt<F, 5>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
+    case 6: launch_nt<F, 6>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
+    case 7: launch_nt<F, 7>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
+    case 8: launch_nt<F, 8>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
     default: throw std::invalid_argument("gemv_q8: more than 8 token rows");
   }
 }
@@ -208,14 +325,19 @@ bool gemv_q8_supported(const dev_matrix& w) {
   return (w.format == wformat::q4_1 || w.format == wformat::q8_0) && w.in % 32 == 0;
 }
 
+bool gemv_q8_fusable(const dev_matrix& w) { return gemv_q8_supported(w) && w.in <= staged_max_in; }
+
 size_t gemv_q8_scratch_bytes(int64_t n, int64_t in) {
   return in <= staged_max_in ? 0 : static_cast<size_t>(n * in) + static_cast<size_t>(n * (in / 32)) * sizeof(float2);
 }
 
-void gemv_q8(const dev_matrix& w, const float* x, int64_t n, float* y, void* scratch, cudaStream_t stream) {
+void gemv_q8_fused(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, bool accumulate, float* y,
+                   void* scratch, cudaStream_t stream) {
   if (n == 0 || w.out == 0) return;
   if (n > gemv_max_tokens) throw std::invalid_argument("gemv_q8: more than 8 token rows");
   const bool staged = w.in <= staged_max_in;
+  if (!staged && pro.kind != dev_prologue::none)
+    throw std::invalid_argument("gemv_q8: a prologue needs x staged in shared memory (in <= 4096)");
   int8_t* xq = nullptr;
   float2* ds = nullptr;
   if (!staged) {
@@ -225,8 +347,12 @@ void gemv_q8(const dev_matrix& w, const float* x, int64_t n, float* y, void* scr
     detail::launch_pdl(quantize_kernel, dim3(static_cast<unsigned>(std::min<int64_t>(blocks_for(blocks, 8), 1024))),
                        dim3(256), 0, stream, x, n, w.in, xq, ds);
   }
-  if (w.format == wformat::q4_1) launch<wformat::q4_1>(w, x, n, y, xq, ds, staged, stream);
-  else launch<wformat::q8_0>(w, x, n, y, xq, ds, staged, stream);
+  if (w.format == wformat::q4_1) launch<wformat::q4_1>(w, x, n, pro, y, accumulate, xq, ds, staged, stream);
+  else launch<wformat::q8_0>(w, x, n, pro, y, accumulate, xq, ds, staged, stream);
+}
+
+void gemv_q8(const dev_matrix& w, const float* x, int64_t n, float* y, void* scratch, cudaStream_t stream) {
+  gemv_q8_fused(w, x, n, dev_prologue{}, false, y, scratch, stream);
 }
 
 }  // namespace tandem::cuda

@@ -4,6 +4,7 @@
 // ranked prefix, and the Philox draw walked in ascending id order.
 #include <cub/device/device_segmented_radix_sort.cuh>
 
+#include <algorithm>
 #include <cfloat>
 #include <climits>
 
@@ -76,6 +77,70 @@ __global__ void __launch_bounds__(threads) argmax_kernel(const float* logits, in
     for (int w = 1; w < threads / 32; ++w) b = better(b, red[w]);
     const bool finite = b.i >= 0 && (isfinite(b.v) || b.v == INFINITY);
     ids[blockIdx.x] = finite ? b.i : -1;
+  }
+}
+
+// Multi-block argmax: block (row, part) reduces `chunk` logits of its row; the last block of
+// a row to finish (ticket counter, reset by that block) merges the parts' results. Merging
+// keeps the largest value and the lowest id among equal ones, so the result is the
+// single-block kernel's whatever order the parts finish in.
+constexpr int split_threads = 256;
+constexpr int split_chunk = 2048;  // logits per block (8 per thread)
+constexpr int split_max_parts = 256;
+
+int split_parts(int vocab) {
+  return std::max(1, std::min(split_max_parts, (vocab + split_chunk - 1) / split_chunk));
+}
+
+size_t split_ticket_bytes(int64_t m) { return align_up(static_cast<size_t>(m) * 4); }
+
+// The best of the block's `b`s, in thread 0.
+__device__ best block_best(best b, best* red) {
+  for (int o = 16; o > 0; o >>= 1) {
+    best other{__shfl_xor_sync(0xffffffffu, b.v, o), __shfl_xor_sync(0xffffffffu, b.i, o)};
+    b = better(b, other);
+  }
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = b;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) b = better(b, red[w]);
+  return b;
+}
+
+__global__ void __launch_bounds__(split_threads) argmax_split_kernel(const float* logits, int vocab, int chunk,
+                                                                     int32_t* ids, best* parts,
+                                                                     unsigned int* tickets) {
+  __shared__ best red[split_threads / 32];
+  __shared__ bool last;
+  const int64_t r = blockIdx.x;
+  const int p = blockIdx.y, n_parts = gridDim.y;
+  const float* row = logits + r * vocab;
+  const int end = min(vocab, (p + 1) * chunk);
+  best b{0.0f, -1};
+#pragma unroll 8
+  for (int i = p * chunk + threadIdx.x; i < end; i += split_threads) {
+    const float v = row[i];
+    if (!isnan(v)) b = better(b, best{v, i});
+  }
+  b = block_best(b, red);
+  if (threadIdx.x == 0) {
+    parts[r * n_parts + p] = b;
+    __threadfence();  // the part is visible before the ticket says so
+    last = atomicAdd(&tickets[r], 1u) == static_cast<unsigned int>(n_parts - 1);
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  best m{0.0f, -1};
+  for (int q = threadIdx.x; q < n_parts; q += split_threads) {
+    const best* src = parts + r * n_parts + q;
+    m = better(m, best{__ldcg(&src->v), __ldcg(&src->i)});  // from L2: other blocks wrote them
+  }
+  m = block_best(m, red);
+  if (threadIdx.x == 0) {
+    const bool finite = m.i >= 0 && (isfinite(m.v) || m.v == INFINITY);
+    ids[r] = finite ? m.i : -1;
+    tickets[r] = 0;  // ready for the next launch
   }
 }
 
@@ -225,6 +290,20 @@ __global__ void __launch_bounds__(threads) select_kernel(int vocab, const dev_sa
 
 void argmax_rows(const float* logits, int64_t m, int vocab, int32_t* ids, cudaStream_t stream) {
   if (m > 0) argmax_kernel<<<static_cast<unsigned>(m), threads, 0, stream>>>(logits, vocab, ids);
+}
+
+size_t argmax_workspace_bytes(int64_t m, int vocab) {
+  return split_ticket_bytes(m) + static_cast<size_t>(m) * split_parts(vocab) * sizeof(best);
+}
+
+void argmax_rows(const float* logits, int64_t m, int vocab, int32_t* ids, void* ws, cudaStream_t stream) {
+  if (m <= 0) return;
+  auto* tickets = static_cast<unsigned int*>(ws);
+  auto* parts = reinterpret_cast<best*>(static_cast<char*>(ws) + split_ticket_bytes(m));
+  const int n_parts = split_parts(vocab);
+  const int chunk = (vocab + n_parts - 1) / n_parts;
+  argmax_split_kernel<<<dim3(static_cast<unsigned>(m), static_cast<unsigned>(n_parts)), split_threads, 0, stream>>>(
+      logits, vocab, chunk, ids, parts, tickets);
 }
 
 size_t sampler_workspace_bytes(int64_t m, int vocab) {

@@ -43,6 +43,24 @@ void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, cudaStream_t
 bool gemv_q8_supported(const dev_matrix& w);
 size_t gemv_q8_scratch_bytes(int64_t n, int64_t in);
 void gemv_q8(const dev_matrix& w, const float* x, int64_t n, float* y, void* scratch, cudaStream_t stream);
+// What a fused linear applies to x first (tandem::linear_prologue): nothing; x / rms(x) *
+// norm_weight [in] (rms_norm's arithmetic, bit for bit); or silu(x) * up [n, in]
+// (silu_mul's, x the gate).
+struct dev_prologue {
+  enum kind_t : int { none = 0, rms_norm = 1, silu_mul = 2 };
+  kind_t kind = none;
+  const float* norm_weight = nullptr;
+  float eps = 0.0f;
+  const float* up = nullptr;
+};
+// gemv_q8 with the prologue applied while x is staged per block (only where
+// gemv_q8_fusable(w): in <= 4096; any other w takes no prologue), and with `accumulate`
+// y += the result (each output read and written by one thread). y must not alias x or up.
+bool gemv_q8_fusable(const dev_matrix& w);
+void gemv_q8_fused(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, bool accumulate, float* y,
+                   void* scratch, cudaStream_t stream);
+// gemv with `accumulate`: y += x W^T (the add rounds as add() does).
+void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, bool accumulate, cudaStream_t stream);
 // W as f16 [out, in], for the tensor-core GEMM of prefill (dequantized as the reference does).
 void dequantize_f16(const dev_matrix& w, __half* out, cudaStream_t stream);
 // out[i, :] = row ids[i] of the table; an id outside [0, out) gives a NaN row.
@@ -116,6 +134,11 @@ void attention_decode(const float* q, const float* k, const float* v, int n_head
 // Sampling. Greedy: argmax, ties to the lowest id, NaN skipped; -1 for a row with no
 // finite logit.
 void argmax_rows(const float* logits, int64_t m, int vocab, int32_t* ids, cudaStream_t stream);
+// The same over several blocks per row (the last block of a row to finish, by a ticket
+// counter, merges the blocks' results): `ws` has argmax_workspace_bytes(m, vocab) bytes,
+// zeroed before its first use; every launch leaves it fit for the next (graph-capturable).
+size_t argmax_workspace_bytes(int64_t m, int vocab);
+void argmax_rows(const float* logits, int64_t m, int vocab, int32_t* ids, void* ws, cudaStream_t stream);
 // What one row of the sampler needs (sampling_params flattened).
 struct dev_sampling {
   float temperature, top_p, min_p;
