@@ -76,10 +76,10 @@ __global__ void quantize_kernel(const float* x, int64_t n, int64_t in, int8_t* x
 }
 
 // Shared memory of a staging block: x quantized [NT, in] and its block scales, then the
-// rms prologue's per-(token, warp-of-32) sums [NT][32] and each warp's 1 / rms [NW][NT].
-size_t stage_smem_bytes(int nt, int64_t in, int nw) {
+// rms prologue's per-(token, warp-of-32) sums [NT][32] (each warp keeps 1 / rms in registers).
+size_t stage_smem_bytes(int nt, int64_t in) {
   return static_cast<size_t>(nt * in) + static_cast<size_t>(nt * (in / 32)) * sizeof(float2) +
-         static_cast<size_t>(nt * 32 + nw * nt) * sizeof(float);
+         static_cast<size_t>(nt * 32) * sizeof(float);
 }
 
 // x [NT, in] through the prologue, quantized into shared memory by the block's NW warps.
@@ -95,7 +95,9 @@ template <int NT, int NW>
 __device__ __forceinline__ void stage_x(const float* __restrict__ x, const dev_prologue& pro, int in, int8_t* sq,
                                         float2* sds, float* sred, int warp, int lane) {
   const int nb = in / 32, total = NT * nb;
-  float* inv = sred + NT * 32 + warp * NT;  // this warp's copy
+  float inv[NT];  // 1 / rms per token, in every lane of every warp (registers, not shared)
+#pragma unroll
+  for (int t = 0; t < NT; ++t) inv[t] = 1.0f;
   if (pro.kind == dev_prologue::rms_norm) {
     const int T = in >= 1024 ? 1024 : (in + 31) / 32 * 32, vw = T / 32, items = NT * vw;
     for (int i0 = warp; i0 < items; i0 += 4 * NW) {
@@ -123,10 +125,9 @@ __device__ __forceinline__ void stage_x(const float* __restrict__ x, const dev_p
     __syncthreads();
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      const float s = detail::warp_sum(lane < vw ? sred[t * 32 + lane] : 0.0f);
-      if (lane == 0) inv[t] = 1.0f / sqrtf(s / static_cast<float>(in) + pro.eps);
+      const float s = detail::warp_sum(lane < vw ? sred[t * 32 + lane] : 0.0f);  // every lane gets s
+      inv[t] = 1.0f / sqrtf(s / static_cast<float>(in) + pro.eps);
     }
-    __syncwarp();
   }
   for (int i0 = warp; i0 < total; i0 += 4 * NW) {
     float v[4];
@@ -139,7 +140,10 @@ __device__ __forceinline__ void stage_x(const float* __restrict__ x, const dev_p
         const float g = x[e];
         if (pro.kind == dev_prologue::rms_norm) {
           const int t = i / nb;
-          v[u] = g * inv[t] * pro.norm_weight[e - t * in];
+          float it = inv[0];  // inv[t] without a run-time register index
+#pragma unroll
+          for (int k = 1; k < NT; ++k) it = k == t ? inv[k] : it;
+          v[u] = g * it * pro.norm_weight[e - t * in];
         } else if (pro.kind == dev_prologue::silu_mul) {
           v[u] = g / (1.0f + expf(-g)) * pro.up[e];
         } else {
@@ -288,7 +292,7 @@ template <wformat F, int NT, bool STAGED, int NW, int R, int KB>
 void launch_shape(const dev_matrix& w, const float* x, const dev_prologue& pro, float* y, bool accumulate,
                   const int8_t* xq, const float2* ds, cudaStream_t s) {
   const unsigned grid = blocks_for(w.out, NW * R);
-  const size_t smem = STAGED ? stage_smem_bytes(NT, w.in, NW) : 0;
+  const size_t smem = STAGED ? stage_smem_bytes(NT, w.in) : 0;
   detail::launch_pdl(gemv_q8_kernel<F, NT, STAGED, NW, R, KB>, dim3(grid), dim3(NW * 32), smem, s, w, x, pro, xq, ds,
                      y, accumulate);
 }
