@@ -204,42 +204,31 @@ void llama_model::forward(const step_plan& plan, bool all_logits) {
   be_.run_recorded(key, [this, n] { run_layers(static_cast<int>(n)); });
 }
 
-// Each block's pre-norm runs inside the linears that read it (q/k/v, gate/up), the SiLU
-// gate inside the down projection, and the o and down projections add their outputs to
-// the residual stream x directly (backend::linear_fused).
 void llama_model::run_layers(int n) {
-  using kind = linear_prologue::kind;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
-  auto pre_norm = [this](const device_buffer& w) {
-    linear_prologue p;
-    p.k = kind::rms_norm;
-    p.norm_weight = norm_view(w);
-    p.eps = hp_.rms_eps;
-    return p;
-  };
-  linear_prologue gated;
-  gated.k = kind::silu_mul;
-  gated.up = ws_.up(n);
-  const linear_prologue plain;
-  tensor_view x = ws_.x(n);
+  tensor_view x = ws_.x(n), h = ws_.h(n), proj = ws_.proj(n);
   be_.embed(*tok_embd_, ws_.ids(n), x);
-  tensor_view attn_flat = ws_.attn(n);
-  attn_flat.ndim = 2;
-  attn_flat.shape = {n, int64_t(hp_.n_heads) * hp_.head_dim, 0, 0};
-  attn_flat.strides = {attn_flat.shape[1], 1, 0, 0};
   for (int l = 0; l < hp_.n_layers; ++l) {
     const layer& L = layers_[l];
-    be_.linear_fused(*L.wqkv, x, pre_norm(*L.attn_norm), ws_.qkv(n), false);
+    // The previous block's output joins the residual stream inside the fused norm.
+    if (l == 0) be_.rms_norm(x, norm_view(*L.attn_norm), hp_.rms_eps, h);
+    else be_.add_rms_norm(x, proj, norm_view(*L.attn_norm), hp_.rms_eps, h);
+    be_.linear(*L.wqkv, h, ws_.qkv(n));
     be_.attention(ws_.q(n), ws_.k(n), ws_.v(n), *kv_, l, batch_, scale, ws_.attn(n));
-    be_.linear_fused(*L.wo, attn_flat, plain, x, true);
-    be_.linear_fused(*L.gate_up, x, pre_norm(*L.ffn_norm), ws_.gate_up(n), false);
-    be_.linear_fused(*L.down, ws_.gate(n), gated, x, true);
+    tensor_view attn_flat = ws_.attn(n);
+    attn_flat.ndim = 2;
+    attn_flat.shape = {n, int64_t(hp_.n_heads) * hp_.head_dim, 0, 0};
+    attn_flat.strides = {attn_flat.shape[1], 1, 0, 0};
+    be_.linear(*L.wo, attn_flat, proj);
+    be_.add_rms_norm(x, proj, norm_view(*L.ffn_norm), hp_.rms_eps, h);
+    be_.linear(*L.gate_up, h, ws_.gate_up(n));
+    be_.silu_mul(ws_.gate(n), ws_.up(n), ws_.gate(n));
+    be_.linear(*L.down, ws_.gate(n), proj);
   }
+  be_.add_rms_norm(x, proj, norm_view(*output_norm_), hp_.rms_eps, h);
   if (n_logits_ == 0) return;
-  // The output norm is per row: applied to the gathered rows only, inside the LM head.
-  be_.gather_rows(x, ws_.rows(n_logits_), ws_.rows_x(n_logits_));
-  be_.linear_fused(output_ ? *output_ : *tok_embd_, ws_.rows_x(n_logits_), pre_norm(*output_norm_),
-                   ws_.logits(n_logits_), false);
+  be_.gather_rows(h, ws_.rows(n_logits_), ws_.rows_h(n_logits_));
+  be_.linear(output_ ? *output_ : *tok_embd_, ws_.rows_h(n_logits_), ws_.logits(n_logits_));
 }
 
 std::vector<int32_t> llama_model::sample(const std::vector<sampling_params>& params) {

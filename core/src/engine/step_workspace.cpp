@@ -16,11 +16,11 @@ void step_workspace::reserve(int64_t n, int64_t s, int64_t max_pages, int64_t m)
   const int64_t a = traits(be_->activation_type()).block_bytes;
   const int64_t qdim = int64_t(hp_.n_heads) * hp_.head_dim;
   const int64_t kvdim = int64_t(hp_.n_kv_heads) * hp_.head_dim;
-  ensure(x_, n * hp_.hidden * a);
+  for (buf* b : {&x_, &h_, &proj_}) ensure(*b, n * hp_.hidden * a);
   ensure(qkv_, n * (qdim + 2 * kvdim) * a);
   ensure(attn_, n * qdim * a);
   ensure(gate_up_, n * 2 * hp_.ffn * a);
-  ensure(rows_x_, m * hp_.hidden * a);
+  ensure(rows_h_, m * hp_.hidden * a);
   ensure(logits_, m * int64_t(hp_.vocab) * 4);
   for (buf* b : {&ids_, &pos_, &slots_}) ensure(*b, n * 4);
   ensure(qstart_, (s + 1) * 4);

@@ -22,6 +22,7 @@ class step_workspace {
   uint64_t generation() const { return generation_; }
 
   tensor_view x(int64_t n) const { return act(x_, n, hp_.hidden); }          // residual stream
+  tensor_view h(int64_t n) const { return act(h_, n, hp_.hidden); }          // normed input
   // q, k and v are one buffer in linear_group layout (all of q, then k, then v), so the
   // grouped q/k/v linear writes them with one call; gate and up likewise.
   tensor_view qkv(int64_t n) const;                                          // [n, q + 2 kv]
@@ -29,10 +30,11 @@ class step_workspace {
   tensor_view k(int64_t n) const { return heads(qkv_, n, hp_.n_kv_heads, n * qdim()); }
   tensor_view v(int64_t n) const { return heads(qkv_, n, hp_.n_kv_heads, n * (qdim() + kvdim())); }
   tensor_view attn(int64_t n) const { return heads(attn_, n, hp_.n_heads); }
+  tensor_view proj(int64_t n) const { return act(proj_, n, hp_.hidden); }    // block output
   tensor_view gate_up(int64_t n) const { return act(gate_up_, n, 2 * hp_.ffn); }
   tensor_view gate(int64_t n) const { return act(gate_up_, n, hp_.ffn); }
   tensor_view up(int64_t n) const { return act(gate_up_, n, hp_.ffn, n * hp_.ffn); }
-  tensor_view rows_x(int64_t m) const { return act(rows_x_, m, hp_.hidden); }  // x of the logits rows
+  tensor_view rows_h(int64_t m) const { return act(rows_h_, m, hp_.hidden); }
   tensor_view logits(int64_t m) const;                                      // f32 [m, vocab]
 
   tensor_view ids(int64_t n) const { return index(ids_, n); }
@@ -55,7 +57,7 @@ class step_workspace {
 
   backend* be_ = nullptr;
   llama_hparams hp_;
-  buf x_, qkv_, attn_, gate_up_, rows_x_, logits_;
+  buf x_, h_, qkv_, attn_, proj_, gate_up_, rows_h_, logits_;
   buf ids_, pos_, slots_, qstart_, seq_lens_, pages_, rows_, sampled_;
   uint64_t generation_ = 0;
 };
