@@ -12,7 +12,7 @@ cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>
 [ -n "$cs" ] || { echo "compute-sanitizer not found"; exit 1; }
 log="$OUT/sanitize_$name.log"
 meson test -C "$BUILD" --no-rebuild --print-errorlogs -t 4 --wrapper "$cs --tool memcheck --print-limit 10" \
-  "$name" ${1:+--test-args "$*"} > "$log" 2>&1
+  "$name" ${1:+--test-args="$*"} > "$log" 2>&1
 rc=$?
 echo "sanitize $name rc=$rc"
 grep -E "=========|error|Error" "$log" | head -40
