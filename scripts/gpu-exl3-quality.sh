@@ -13,7 +13,7 @@ step configure
 gpu_configure
 step build
 gpu_build cli/tandem bench/exl3/bench_exl3_quality plugins/cuda/backend.cuda.so plugins/cpu/backend.cpu.so \
-  plugins/gguf/weights.gguf.so plugins/exl3_gb10/weights.exl3.so
+  plugins/gguf/weights.gguf.so plugins/exl3_gb10/weights.exl3.so plugins/fcfs/scheduler.fcfs.so plugins/local/transport.local.so
 export TANDEM_PLUGIN_PATH=$PWD/$BUILD/plugins
 WORK=${WORK:-/tmp/exl3-work}
 mkdir -p "$WORK"
