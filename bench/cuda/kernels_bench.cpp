@@ -11,6 +11,7 @@
 //
 //   build/bench/cuda/bench_cuda_kernels
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -103,6 +104,17 @@ int main() {
   const double attn_ms = bench::median_ms(be.stream(), 3, 30, [&] { be.attention(qv, kv3, vv, *kv, 0, b, 0.125f, ov); });
   const double attn_bytes = 2.0 * seqs * ctx * kvh * hd * 4;
   const double attn_gbs = attn_bytes / (attn_ms * 1e-3) / 1e9;
+  // The same under other ring depths and chunks (plan_decode's choice is the line above).
+  struct variant { const char* stages; const char* chunk; double ms; };
+  std::vector<variant> variants = {{"2", "", 0}, {"4", "", 0}, {"3", "512", 0}, {"2", "512", 0}, {"3", "256", 0}};
+  for (variant& v : variants) {
+    setenv("TANDEM_CUDA_DECODE_STAGES", v.stages, 1);
+    if (*v.chunk) setenv("TANDEM_CUDA_DECODE_CHUNK", v.chunk, 1);
+    v.ms = bench::median_ms(be.stream(), 3, 30, [&] { be.attention(qv, kv3, vv, *kv, 0, b, 0.125f, ov); });
+    unsetenv("TANDEM_CUDA_DECODE_STAGES");
+    unsetenv("TANDEM_CUDA_DECODE_CHUNK");
+  }
+  const cuda::decode_plan planned = cuda::plan_decode(seqs, kvh, pages_per, page, hd, heads);
 
   // Prefill attention: random q, K, V (not constants: a uniform softmax hides errors).
   const int pn = 8192, ppages = pn / page;
@@ -145,6 +157,13 @@ int main() {
   std::printf("%-44s %12s %12.0f %10s\n", "device copy 2 GiB (read + write)", "-", copy, "100%");
   std::printf("%-44s %12.1f %12.0f %9.1f%%\n", "Q4_1 GEMV 16384x16384, 1 token", gemv_ms * 1e3, gemv_gbs, 100 * gemv_gbs / copy);
   std::printf("%-44s %12.1f %12.0f %9.1f%%\n", "decode attention 32 seqs x 8192, f32 KV", attn_ms * 1e3, attn_gbs, 100 * attn_gbs / copy);
+  std::printf("  (planned: %d stages, chunk %d)\n", planned.stages, planned.chunk);
+  for (const variant& v : variants) {
+    const double gbs = attn_bytes / (v.ms * 1e-3) / 1e9;
+    char name[64];
+    std::snprintf(name, sizeof name, "  stages %s, chunk %s", v.stages, *v.chunk ? v.chunk : "planned");
+    std::printf("%-44s %12.1f %12.0f %9.1f%%\n", name, v.ms * 1e3, gbs, 100 * gbs / copy);
+  }
   std::printf("%-44s %12s %12s\n", "prefill attention (1 x 8192, 9/3 x 64)", "time (us)", "TFLOP/s");
   std::printf("%-44s %12.1f %12.1f\n", "  attention_prefill_tc (f16 mma.sync)", tc_ms * 1e3, tc_tflops);
   std::printf("%-44s %12.1f %12.2f\n", "  attention_prefill (scalar f32)", scalar_ms * 1e3, scalar_tflops);

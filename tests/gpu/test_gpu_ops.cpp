@@ -484,13 +484,18 @@ std::vector<int32_t> pages_from(int first, int count) {
 
 }  // namespace
 
-// Decode runs one of two kernels (the tiled one for short chunks, the register one for
-// long); every case runs under each, forced through TANDEM_CUDA_DECODE_KERNEL.
+// The decode kernel's ring depth changes which tiles are in flight before the kernel waits
+// for its predecessor and when the newest key's stale slot lands, and its chunk how many
+// tiles each warp streams and how many splits merge: every case runs under several
+// (plan_decode's own chunk for these small batches is 64), forced through
+// TANDEM_CUDA_DECODE_STAGES and TANDEM_CUDA_DECODE_CHUNK.
 BOOST_AUTO_TEST_CASE(attention_prefill_mixed_decode) {
-  for (const char* kernel : {"tiled", "split"})
+  for (auto [stages, chunk] : {std::pair{"3", ""}, std::pair{"2", "1024"}, std::pair{"4", "256"}, std::pair{"3", "1024"}})
   for (auto [h, kvh, hd] : {std::tuple{9, 3, 64}, std::tuple{8, 2, 128}, std::tuple{4, 4, 64}}) {
-    BOOST_TEST_MESSAGE("decode kernel " << kernel);
-    setenv("TANDEM_CUDA_DECODE_KERNEL", kernel, 1);
+    BOOST_TEST_MESSAGE("decode ring stages " << stages << ", chunk " << (*chunk ? chunk : "planned"));
+    setenv("TANDEM_CUDA_DECODE_STAGES", stages, 1);
+    if (*chunk) setenv("TANDEM_CUDA_DECODE_CHUNK", chunk, 1);
+    else unsetenv("TANDEM_CUDA_DECODE_CHUNK");
     // One prefill crossing page boundaries (odd length).
     check_attention({{pages_from(0, 3), 0, 37}}, h, kvh, hd, 16, 64);
     // Mixed: a chunk after a cached prefix, a decode token, a fresh one-token prompt, a long chunk.
@@ -510,7 +515,8 @@ BOOST_AUTO_TEST_CASE(attention_prefill_mixed_decode) {
                       h, kvh, hd, 16, 400, &rp, 3);
     }
   }
-  unsetenv("TANDEM_CUDA_DECODE_KERNEL");
+  unsetenv("TANDEM_CUDA_DECODE_STAGES");
+  unsetenv("TANDEM_CUDA_DECODE_CHUNK");
 }
 
 BOOST_AUTO_TEST_CASE(sampling_matches_reference) {

@@ -1,21 +1,36 @@
-// Decode attention: one new token per sequence, keys split over the grid ("flash
-// decoding"), everything of one layer's decode in one launch:
-//  - K and V rows stream through shared memory in tiles of 64 keys (32 at head_dim 128)
-//    with cp.async, three tiles in flight per block, so a block keeps ~70 KB of loads
-//    outstanding without spending registers on them;
-//  - the first tiles, the page table and the RoPE angles are requested before the kernel
-//    waits for the previous one (programmatic dependent launch): they only depend on the
-//    pool and on host uploads, which are complete by then (every tandem kernel waits for
-//    its predecessor before it lets the next one start, so a kernel two launches back has
-//    finished). At batch 1 this hides the K/V round trips behind the q/k/v GEMV's tail;
-//  - the block that holds a sequence's newest key rotates q and k (RoPE, angles as
-//    ref::rope_angle), writes the new k and v into the pool, and puts them straight into
-//    its shared tile (never reading the pool slot back); every block rotates its own q;
-//  - per tile, each warp owns 16 (8) keys: q.k with 4 (8) lanes per key row read
-//    conflict-free from padded shared rows, an online softmax per warp, p.v with each lane
-//    owning head_dim / 32 dims;
-//  - the last block of a (sequence, KV head) to finish merges the splits' partial results
-//    (a ticket counter per pair, reset by that block), so no second launch is needed.
+// Decode attention: one new token per sequence, its keys split over the grid ("flash
+// decoding"), everything of one layer's decode in one launch.
+//
+// Layout of the work
+//  - block = (split, KV head, sequence); the block's `chunk` keys are cut into one
+//    contiguous run per warp, and each warp streams its run through a private ring of
+//    `stages` shared-memory stages (tile = 512 bytes of K and 512 of V per 32 dims:
+//    16 keys at head_dim 64, 8 at 128) filled by 16-byte cp.async. No block barrier in
+//    the loop: a warp waits only for its own tiles, so the SM's warps drift apart and keep
+//    the memory system busy while others compute. With 3 stages a block holds ~8 tiles
+//    (~70 KB) in flight, two blocks fit an SM: ~140 KB outstanding per SM, several times
+//    what Little's law asks of 4.2 TB/s at ~1 us latency;
+//  - q.k: each lane owns one 32-dim segment of one key (head_dim / 32 lanes per key) and
+//    reads it as 8 float4 from a K row padded by 4 floats per segment, so the 8 lanes of
+//    a shared-memory phase hit 8 distinct 16-byte bank groups; the query heads of the
+//    group (GQA) are broadcast reads of the rotated, scaled q. One shuffle per 32 dims
+//    finishes a score;
+//  - softmax: online per tile and warp (warp max, one expf per key and head), the tile's
+//    probabilities go through a per-warp shared row and are read back as float4
+//    broadcasts; p.v: each lane owns head_dim / 32 dims of the output, V rows are plain
+//    contiguous reads;
+//  - before the kernel waits for its predecessor (programmatic dependent launch): the
+//    page table, the RoPE angles and the first stages - 1 tiles of every warp, which only
+//    depend on host uploads and on the pool's older keys (every tandem kernel waits for
+//    its predecessor before letting the next start, so a kernel two launches back has
+//    finished). At batch 1 with short contexts a warp's whole run is in flight before
+//    the q/k/v GEMV has finished;
+//  - the block holding a sequence's newest key rotates q and k (RoPE, angles as
+//    ref::rope_angle), writes the new k and v into the pool and patches them into its
+//    own landed tile (the pool slot it prefetched is stale); every block rotates q;
+//  - the warps of a block merge in shared memory; with several splits the last block of
+//    a (sequence, KV head) to finish merges the splits' partial results (a ticket
+//    counter per pair, reset by that block), so no second launch is needed.
 // fp32 throughout: matches the reference up to summation order.
 #include <cfloat>
 #include <cstdlib>
@@ -23,7 +38,6 @@
 #include <string>
 #include <type_traits>
 
-#include "attention_decode.cuh"
 #include "common.cuh"
 #include "tandem_cuda/kernels.hpp"
 
@@ -32,8 +46,29 @@ namespace {
 
 constexpr int warps = 4;
 constexpr int threads = warps * 32;
-constexpr int stages = 3;          // K/V tiles in flight per block
-constexpr int max_chunk = 1024;    // keys per block (plan_decode's largest chunk)
+constexpr int max_chunk = 1024;  // keys per block (plan_decode's largest chunk)
+constexpr int min_chunk = 64;    // one 16-key tile per warp at head_dim 64
+constexpr int default_stages = 3;
+constexpr int max_stages = 4;
+
+template <int HD>
+struct decode_partial {  // one split's unnormalised result for one query head
+  float acc[HD];
+  float m, l;
+};
+
+template <int HD>
+struct tile_shape {
+  static constexpr int lpk = HD / 32;             // lanes per key in q.k (32 dims each)
+  static constexpr int keys = 32 / lpk;           // keys per tile
+  static constexpr int seg = 36;                  // floats per 32-dim K segment in shared memory
+  static constexpr int krow = lpk * seg;          // floats per K row (padded)
+  static constexpr int vrow = HD;                 // floats per V row (every lane reads one row)
+  static constexpr int stage = keys * (krow + vrow);  // floats per stage
+  static constexpr int dpl = HD / 32;             // output dims per lane in p.v
+  static constexpr int loads = keys * HD / 4 / 32;    // 16-byte pieces per lane per tile, K or V
+  static_assert(keys * lpk == 32 && loads * 32 * 4 == keys * HD);
+};
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -41,8 +76,15 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(n) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+// Waits until at most n of this thread's groups are pending (n: 0 .. max_stages - 1).
+__device__ __forceinline__ void cp_async_wait(int n) {
+  switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+  }
+}
 
 // (cos, sin) of pair p at `pos`: the host-made table when it covers pos, else computed in
 // double as ref::rope_angle does.
@@ -62,46 +104,32 @@ __device__ void rotate(float* v, const float2* cs, int half, bool neox, int tid,
   }
 }
 
-
-template <int HD>
-struct tile_shape {
-  static constexpr int keys = HD == 64 ? 64 : 32;       // keys per tile
-  static constexpr int row = HD + 4;                     // padded shared row (floats): conflict-free float4 reads
-  static constexpr int kpw = keys / warps;               // keys per warp per tile
-  static constexpr int lpk = HD / 16;                    // lanes per key in q.k (16 dims each)
-  static constexpr int kpp = 32 / lpk;                   // keys per q.k pass
-  static constexpr int passes = kpw / kpp;
-  static constexpr int dpl = HD / 32;                    // dims per lane in p.v
-  static constexpr int chunks = HD / 4;                  // 16-byte pieces per row
-  static_assert(passes * kpp == kpw && kpw * warps == keys);
-};
-
-// Dynamic shared memory of decode_kernel<HD, GM>: tiles (reused for the warp merge), slots
-// of the block's keys, q, the new k and v, RoPE (cos, sin), per-warp scores.
+// Dynamic shared memory: the warps' rings (each reused for its warp's merge row), slots of
+// the block's keys, q, the new k and v, RoPE (cos, sin), per-warp probabilities.
 template <int HD, int GM>
-constexpr size_t decode_smem_bytes() {
+constexpr size_t decode_smem_bytes(int stages) {
   using T = tile_shape<HD>;
-  constexpr size_t tiles = size_t{stages} * 2 * T::keys * T::row * sizeof(float);
-  constexpr size_t merge = size_t{warps} * GM * (HD + 2) * sizeof(float);
-  static_assert(merge <= tiles);
-  return tiles + max_chunk * sizeof(int32_t) + (GM + 2) * HD * sizeof(float) + HD / 2 * sizeof(float2) +
-         size_t{warps} * GM * T::kpw * sizeof(float);
+  return (size_t{warps} * stages * T::stage + GM * HD + 2 * HD + HD + size_t{warps} * GM * T::keys) * sizeof(float) +
+         max_chunk * sizeof(int32_t);
 }
+static_assert(tile_shape<64>::stage >= 8 * (64 + 2) && tile_shape<128>::stage >= 8 * (128 + 2),
+              "one stage holds a warp's merge row");
 
 template <int HD, int GM>
-__global__ void __launch_bounds__(threads, 2)
+__global__ void __launch_bounds__(threads)
     decode_kernel(const float* __restrict__ q, const float* __restrict__ k_new, const float* __restrict__ v_new,
-                  int n_heads, dev_kv kv, dev_batch b, dev_rope rope, float scale, int chunk,
-                  int n_splits, decode_partial<HD>* __restrict__ parts, int* __restrict__ tickets, float* __restrict__ out) {
+                  int n_heads, dev_kv kv, dev_batch b, dev_rope rope, float scale, int chunk, int n_splits,
+                  int stages, decode_partial<HD>* __restrict__ parts, int* __restrict__ tickets,
+                  float* __restrict__ out) {
   using T = tile_shape<HD>;
   extern __shared__ __align__(16) unsigned char smem[];
-  float* tiles = reinterpret_cast<float*>(smem);  // [stages][K, V][keys][row]
-  auto* slots = reinterpret_cast<int32_t*>(tiles + stages * 2 * T::keys * T::row);  // pool slot per key, -1: none
-  float* qs = reinterpret_cast<float*>(slots + max_chunk);  // [GM][HD]
-  float* kn = qs + GM * HD;
+  float* rings = reinterpret_cast<float*>(smem);                  // [warps][stages][K tile, V tile]
+  float* qs = rings + warps * stages * T::stage;                   // [GM][HD], rotated and scaled
+  float* kn = qs + GM * HD;                                         // newest k (rotated) and v
   float* vn = kn + HD;
-  auto* cs = reinterpret_cast<float2*>(vn + HD);  // [HD / 2]
-  float* scores = reinterpret_cast<float*>(cs + HD / 2);  // [warps][GM][kpw]
+  auto* cs = reinterpret_cast<float2*>(vn + HD);                   // [HD / 2]
+  float* probs = reinterpret_cast<float*>(cs + HD / 2);            // [warps][GM][keys]
+  auto* slots = reinterpret_cast<int32_t*>(probs + warps * GM * T::keys);  // [chunk], -1: unreadable
   __shared__ bool last;
 
   const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
@@ -110,14 +138,12 @@ __global__ void __launch_bounds__(threads, 2)
   const int64_t ts = int64_t{kv.n_kv_heads} * HD;  // floats per pool token (all KV heads)
   const int64_t pool_tokens = kv.n_pages * kv.page_size;
 
-  // Before waiting for the previous kernel: host uploads (lengths, page table, slots) and
-  // the pool's older keys only.
+  // Before waiting for the previous kernel: host uploads and the pool's older keys only.
   const int len = b.seq_lens[s];
   const int n_active = (len + chunk - 1) / chunk;
   if (split >= n_active) return;  // past this sequence's keys (the grid is sized for the widest)
   const int pos = len - 1;
-  const int k0 = split * chunk, k1 = min(len, k0 + chunk);
-  const int n_keys = k1 - k0, n_tiles = (n_keys + T::keys - 1) / T::keys;
+  const int k0 = split * chunk, n_keys = min(len, k0 + chunk) - k0;
   const bool has_new = split == n_active - 1;
   for (int i = tid; i < n_keys; i += threads) {
     const int t = k0 + i;
@@ -129,24 +155,29 @@ __global__ void __launch_bounds__(threads, 2)
     for (int p = tid; p < rot / 2; p += threads) cs[p] = rope_cs(rope, rot, pos, p);
   }
   __syncthreads();
-  // Tile i: its K and V rows, zero-filled past the block's keys and for unreadable slots.
-  auto issue = [&](int i) {
-    if (i < n_tiles) {
-      float* kt = tiles + (i % stages) * 2 * T::keys * T::row;
-      float* vt = kt + T::keys * T::row;
-      for (int c = tid; c < T::keys * T::chunks; c += threads) {
-        const int r = c / T::chunks, col = (c % T::chunks) * 4;
-        const int key = i * T::keys + r;
-        const int64_t slot = key < n_keys ? slots[key] : -1;
-        const int64_t off = (slot >= 0 ? slot : 0) * ts + kvh * HD + col;
-        cp_async16(kt + r * T::row + col, kv.k + off, slot >= 0);
-        cp_async16(vt + r * T::row + col, kv.v + off, slot >= 0);
+
+  // This warp's run of keys (block-relative [w0, w1)) and its ring.
+  const int per_warp = chunk / warps;
+  const int w0 = min(n_keys, warp * per_warp), w1 = min(n_keys, w0 + per_warp);
+  const int n_tiles = (w1 - w0 + T::keys - 1) / T::keys;
+  float* ring = rings + warp * stages * T::stage;
+  auto issue = [&](int t) {  // tile t of the run: K and V rows, zero past the run and for bad slots
+    if (t < n_tiles) {
+      float* kt = ring + (t % stages) * T::stage;
+      float* vt = kt + T::keys * T::krow;
+#pragma unroll
+      for (int i = 0; i < T::loads; ++i) {
+        const int c = i * 32 + lane, r = c / (HD / 4), c4 = c % (HD / 4);
+        const int key = w0 + t * T::keys + r;
+        const int64_t slot = key < w1 ? slots[key] : -1;
+        const int64_t off = (slot >= 0 ? slot : 0) * ts + kvh * HD + c4 * 4;
+        cp_async16(kt + r * T::krow + (c4 / 8) * T::seg + (c4 % 8) * 4, kv.k + off, slot >= 0);
+        cp_async16(vt + r * T::vrow + c4 * 4, kv.v + off, slot >= 0);
       }
     }
     cp_async_commit();  // empty groups keep the wait counts uniform
   };
-#pragma unroll
-  for (int i = 0; i < stages - 1; ++i) issue(i);
+  for (int t = 0; t < stages - 1; ++t) issue(t);
 
   detail::pdl_wait();  // q, k_new, v_new come from the previous kernel
   detail::pdl_trigger();
@@ -172,115 +203,112 @@ __global__ void __launch_bounds__(threads, 2)
       }
     }
   }
+  for (int i = tid; i < G * HD; i += threads) qs[i] *= scale;  // scale folded into q once
+  __syncthreads();
 
-  // This lane's 16 dims of each query head, scale folded in.
-  const int sub = lane % T::lpk, kk = lane / T::lpk;
-  float qreg[GM][16];
-#pragma unroll
-  for (int g = 0; g < GM; ++g)
-#pragma unroll
-    for (int i = 0; i < 16; ++i) qreg[g][i] = g < G ? qs[g * HD + sub * 16 + i] * scale : 0.0f;
   float m[GM], l[GM], acc[GM][T::dpl];
 #pragma unroll
   for (int g = 0; g < GM; ++g) {
     m[g] = -INFINITY, l[g] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < T::dpl; ++i) acc[g][i] = 0.0f;
+    for (int d = 0; d < T::dpl; ++d) acc[g][d] = 0.0f;
   }
-  float* wsc = scores + warp * GM * T::kpw;
+  const int r = lane / T::lpk, h = lane % T::lpk;  // q.k: key r of a tile, dims 32 h ..
+  float* wp = probs + warp * GM * T::keys;
+  const int pos_in_block = pos - k0;
 
-  for (int i = 0; i < n_tiles; ++i) {
-    issue(i + stages - 1);
-    cp_async_wait<stages - 1>();
-    __syncthreads();
-    float* kt = tiles + (i % stages) * 2 * T::keys * T::row;
-    float* vt = kt + T::keys * T::row;
-    const int tile0 = k0 + i * T::keys;
-    if (has_new && pos >= tile0 && pos < tile0 + T::keys) {  // the pool slot is stale: use ours
-      for (int d = tid; d < HD; d += threads) {
-        kt[(pos - tile0) * T::row + d] = kn[d];
-        vt[(pos - tile0) * T::row + d] = vn[d];
-      }
-      __syncthreads();
-    }
-    // q.k: pass p covers keys kk + kpp * p of this warp's slice; lpk lanes per key.
-#pragma unroll
-    for (int p = 0; p < T::passes; ++p) {
-      const int r = warp * T::kpw + p * T::kpp + kk;  // tile row
-      const float4* kr = reinterpret_cast<const float4*>(kt + r * T::row + sub * 16);
-      float4 kx[4];
-#pragma unroll
-      for (int c = 0; c < 4; ++c) kx[c] = kr[c];
-      const int key = i * T::keys + r;  // index within the block's keys
-      const bool ok = key < n_keys && slots[key] >= 0;
-#pragma unroll
-      for (int g = 0; g < GM; ++g) {
-        if (g < G) {
-          float d = 0.0f;
-#pragma unroll
-          for (int c = 0; c < 4; ++c)
-            d = fmaf(qreg[g][4 * c], kx[c].x, fmaf(qreg[g][4 * c + 1], kx[c].y,
-                fmaf(qreg[g][4 * c + 2], kx[c].z, fmaf(qreg[g][4 * c + 3], kx[c].w, d))));
-#pragma unroll
-          for (int o = T::lpk / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-          if (sub == 0) wsc[g * T::kpw + p * T::kpp + kk] = ok ? d : -INFINITY;
-        }
-      }
-    }
+  for (int t = 0; t < n_tiles; ++t) {
+    issue(t + stages - 1);
+    cp_async_wait(stages - 1);
     __syncwarp();
-    // Online softmax over this warp's keys of the tile, then p.v (lane owns dpl dims).
+    float* kt = ring + (t % stages) * T::stage;
+    float* vt = kt + T::keys * T::krow;
+    const int tile0 = w0 + t * T::keys;
+    if (has_new && pos_in_block >= tile0 && pos_in_block < tile0 + T::keys) {  // the landed slot is stale
+      const int pr = pos_in_block - tile0;
+      for (int d = lane; d < HD; d += 32) {
+        kt[pr * T::krow + (d / 32) * T::seg + d % 32] = kn[d];
+        vt[pr * T::vrow + d] = vn[d];
+      }
+      __syncwarp();
+    }
+    // q.k for key r of the tile, dims 32 h .. 32 h + 31.
+    const int key = tile0 + r;
+    const bool ok = key < w1 && slots[key] >= 0;
+    const float4* kr = reinterpret_cast<const float4*>(kt + r * T::krow + h * T::seg);
+    float4 kx[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) kx[c] = kr[c];
 #pragma unroll
     for (int g = 0; g < GM; ++g) {
       if (g < G) {
-        float tmax = -INFINITY;
+        const float4* qr = reinterpret_cast<const float4*>(qs + g * HD + h * 32);
+        float d = 0.0f;
 #pragma unroll
-        for (int j = 0; j < T::kpw; ++j) tmax = fmaxf(tmax, wsc[g * T::kpw + j]);
-        const float m_new = fmaxf(m[g], tmax);
-        if (m_new == -INFINITY) continue;  // no readable key yet
-        const float corr = expf(m[g] - m_new);
-        l[g] *= corr;
+        for (int c = 0; c < 8; ++c) {
+          const float4 qv = qr[c];
+          d = fmaf(qv.x, kx[c].x, fmaf(qv.y, kx[c].y, fmaf(qv.z, kx[c].z, fmaf(qv.w, kx[c].w, d))));
+        }
 #pragma unroll
-        for (int d = 0; d < T::dpl; ++d) acc[g][d] *= corr;
-        m[g] = m_new;
+        for (int o = T::lpk / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        // Online softmax over the tile (warp-uniform m, so the branch is too).
+        const float sc = ok ? d : -INFINITY;
+        const float m_new = fmaxf(m[g], detail::warp_max(sc));
+        float p = 0.0f;
+        if (m_new != -INFINITY) {  // false only while no readable key has been seen
+          const float corr = expf(m[g] - m_new);
+          l[g] *= corr;
+#pragma unroll
+          for (int dd = 0; dd < T::dpl; ++dd) acc[g][dd] *= corr;
+          m[g] = m_new;
+          p = ok ? expf(sc - m_new) : 0.0f;
+        }
+        if (h == 0) wp[g * T::keys + r] = p;
       }
     }
-#pragma unroll 4
-    for (int j = 0; j < T::kpw; ++j) {
-      const float* vr = vt + (warp * T::kpw + j) * T::row + lane * T::dpl;
-      float vx[T::dpl];
-      if constexpr (T::dpl == 2) {
-        const float2 v2 = *reinterpret_cast<const float2*>(vr);
-        vx[0] = v2.x, vx[1] = v2.y;
-      } else {
-        const float4 v4 = *reinterpret_cast<const float4*>(vr);
-        vx[0] = v4.x, vx[1] = v4.y, vx[2] = v4.z, vx[3] = v4.w;
+    __syncwarp();
+    // p.v: lane owns dims dpl * lane ..; probabilities read back four keys at a time.
+#pragma unroll
+    for (int j4 = 0; j4 < T::keys; j4 += 4) {
+      float vx[4][T::dpl];
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {
+        const float* vr = vt + (j4 + jj) * T::vrow + lane * T::dpl;
+        if constexpr (T::dpl == 2) {
+          const float2 v2 = *reinterpret_cast<const float2*>(vr);
+          vx[jj][0] = v2.x, vx[jj][1] = v2.y;
+        } else {
+          const float4 v4 = *reinterpret_cast<const float4*>(vr);
+          vx[jj][0] = v4.x, vx[jj][1] = v4.y, vx[jj][2] = v4.z, vx[jj][3] = v4.w;
+        }
       }
 #pragma unroll
       for (int g = 0; g < GM; ++g) {
-        if (g < G && m[g] != -INFINITY) {
-          const float sj = wsc[g * T::kpw + j];
-          const float pj = sj == -INFINITY ? 0.0f : expf(sj - m[g]);
-          l[g] += pj;
+        if (g < G) {
+          const float4 p4 = *reinterpret_cast<const float4*>(wp + g * T::keys + j4);
+          const float pj[4] = {p4.x, p4.y, p4.z, p4.w};
 #pragma unroll
-          for (int d = 0; d < T::dpl; ++d) acc[g][d] = fmaf(pj, vx[d], acc[g][d]);
+          for (int jj = 0; jj < 4; ++jj) {
+            l[g] += pj[jj];
+#pragma unroll
+            for (int dd = 0; dd < T::dpl; ++dd) acc[g][dd] = fmaf(pj[jj], vx[jj][dd], acc[g][dd]);
+          }
         }
       }
     }
-    __syncthreads();  // the stage is refilled next iteration; scores rewritten
+    __syncwarp();  // the stage is refilled and the probabilities rewritten next tile
   }
-  cp_async_wait<0>();
-  __syncthreads();
+  cp_async_wait(0);
+  __syncwarp();
 
-  // Merge the warps of this block into the split's partial result (tiles reused).
-  float* wm = tiles;                 // [warps][GM]
-  float* wl = wm + warps * GM;       // [warps][GM]
-  float* wacc = wl + warps * GM;     // [warps][GM][HD]
+  // Merge the warps of this block (each warp's row in its own ring).
+  float* mine = ring;  // [GM][HD] acc, then m [GM], l [GM]
 #pragma unroll
   for (int g = 0; g < GM; ++g) {
     if (g < G) {
-      if (lane == 0) wm[warp * GM + g] = m[g], wl[warp * GM + g] = l[g];
 #pragma unroll
-      for (int d = 0; d < T::dpl; ++d) wacc[(warp * GM + g) * HD + lane * T::dpl + d] = acc[g][d];
+      for (int dd = 0; dd < T::dpl; ++dd) mine[g * HD + lane * T::dpl + dd] = acc[g][dd];
+      if (lane == 0) mine[GM * HD + g] = m[g], mine[GM * HD + GM + g] = l[g];
     }
   }
   __syncthreads();
@@ -288,13 +316,15 @@ __global__ void __launch_bounds__(threads, 2)
   for (int i = tid; i < G * HD; i += threads) {
     const int g = i / HD, d = i % HD;
     float M = -INFINITY;
-    for (int w = 0; w < warps; ++w) M = fmaxf(M, wm[w * GM + g]);
+    for (int w = 0; w < warps; ++w) M = fmaxf(M, rings[w * stages * T::stage + GM * HD + g]);
     float num = 0.0f, den = 0.0f;
     for (int w = 0; w < warps; ++w) {
-      if (wm[w * GM + g] == -INFINITY) continue;  // a warp with no keys in this split
-      const float e = expf(wm[w * GM + g] - M);
-      num = fmaf(e, wacc[(w * GM + g) * HD + d], num);
-      den = fmaf(e, wl[w * GM + g], den);
+      const float* row = rings + w * stages * T::stage;
+      const float mw = row[GM * HD + g];
+      if (mw == -INFINITY) continue;  // a warp with no readable keys
+      const float e = expf(mw - M);
+      num = fmaf(e, row[g * HD + d], num);
+      den = fmaf(e, row[GM * HD + GM + g], den);
     }
     if (alone) {
       out[(int64_t{s} * n_heads + kvh * G + g) * HD + d] = num / den;
@@ -316,7 +346,7 @@ __global__ void __launch_bounds__(threads, 2)
   __syncthreads();
   if (!last) return;
   __threadfence();
-  for (int i = tid; i < G * HD; i += warps * 32) {
+  for (int i = tid; i < G * HD; i += threads) {
     const int g = i / HD, d = i % HD;
     const decode_partial<HD>* P = parts + (int64_t{s} * n_heads + kvh * G + g) * n_splits;
     float M = -INFINITY;
@@ -336,26 +366,30 @@ __global__ void __launch_bounds__(threads, 2)
 }  // namespace
 
 decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size, int head_dim, int n_heads) {
-  // Keys per block: the largest of 1024 ... 128 that still gives eight blocks per SM of an
-  // H200-sized GPU (132 SMs) when every sequence is at the page table's full width, so the
-  // last wave is a small part of a long-context step.
+  // Keys per block: the largest of 1024 ... 64 that still gives four blocks per SM of an
+  // H200-sized GPU (132 SMs; two fit at a time) when every sequence is at the page
+  // table's full width, so the last wave is a small part of a long-context step; short
+  // chunks at small batches, where the step is a latency chain and a warp's whole run can
+  // be requested before the previous kernel ends.
   const int64_t keys = int64_t{max_pages} * page_size;
   int chunk = max_chunk;
-  while (chunk > 128 && (keys + chunk - 1) / chunk * n_seqs * n_kv_heads < 8 * 132) chunk /= 2;
+  while (chunk > min_chunk && (keys + chunk - 1) / chunk * n_seqs * n_kv_heads < 4 * 132) chunk /= 2;
+  // TANDEM_CUDA_DECODE_CHUNK=64|128|...|1024 forces it (tests reach long chunks with few sequences).
+  if (const char* e = std::getenv("TANDEM_CUDA_DECODE_CHUNK")) {
+    const int c = std::atoi(e);
+    if (c >= min_chunk && c <= max_chunk && (c & (c - 1)) == 0) chunk = c;
+  }
   decode_plan p;
   p.chunk = chunk;
   p.splits = static_cast<int>((keys + chunk - 1) / chunk);
   p.scratch_bytes = static_cast<size_t>(n_seqs) * n_heads * p.splits * (head_dim + 2) * sizeof(float);
   p.ticket_bytes = static_cast<size_t>(n_seqs) * n_kv_heads * sizeof(int);
-  // Which kernel: the tiled one for short chunks (decode at small batch or short contexts:
-  // its loads are requested before the previous kernel ends), the register-streaming one
-  // for long chunks (many long sequences: more blocks per SM, more of the bandwidth; on the
-  // H200 at 32 x 8k keys 41% of copy against the tiled kernel's 30%).
-  // TANDEM_CUDA_DECODE_KERNEL=tiled|split forces one (tests run both).
-  const char* force = std::getenv("TANDEM_CUDA_DECODE_KERNEL");
-  if (force != nullptr && std::string(force) == "tiled") p.tiled = true;
-  else if (force != nullptr && std::string(force) == "split") p.tiled = false;
-  else p.tiled = chunk <= 256;
+  // TANDEM_CUDA_DECODE_STAGES=2..4 sets the ring depth (tests run each; benches sweep it).
+  p.stages = default_stages;
+  if (const char* e = std::getenv("TANDEM_CUDA_DECODE_STAGES")) {
+    const int st = std::atoi(e);
+    if (st >= 2 && st <= max_stages) p.stages = st;
+  }
   return p;
 }
 
@@ -363,26 +397,25 @@ void attention_decode(const float* q, const float* k, const float* v, int n_head
                       const dev_batch& b, const dev_rope& rope, float scale, float* out,
                       const decode_plan& plan, void* scratch, int* tickets, cudaStream_t stream) {
   if (b.n_seqs == 0) return;
-  if (plan.chunk <= 0 || plan.chunk > max_chunk) throw std::invalid_argument("attention_decode: chunk out of range");
-  if (!plan.tiled) {
-    attention_decode_split(q, k, v, n_heads, kv, b, rope, scale, out, plan, scratch, tickets, stream);
-    return;
-  }
+  if (plan.chunk < min_chunk || plan.chunk > max_chunk || plan.chunk % min_chunk != 0)
+    throw std::invalid_argument("attention_decode: chunk out of range");
+  if (plan.stages < 2 || plan.stages > max_stages) throw std::invalid_argument("attention_decode: stages out of range");
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(kv.n_kv_heads),
                   static_cast<unsigned>(b.n_seqs));
   const int G = n_heads / kv.n_kv_heads;
   auto launch = [&](auto hd, auto gm) {
     constexpr int HD = decltype(hd)::value, GM = decltype(gm)::value;
-    constexpr size_t smem = decode_smem_bytes<HD, GM>();
-    static bool sized[16] = {};  // the attribute is per device
+    static bool sized[16] = {};  // the attribute is per device: room for the deepest ring once
     int dev = 0;
     cudaGetDevice(&dev);
     if (!sized[dev & 15]) {
-      cudaFuncSetAttribute(decode_kernel<HD, GM>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      cudaFuncSetAttribute(decode_kernel<HD, GM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(decode_smem_bytes<HD, GM>(max_stages)));
       sized[dev & 15] = true;
     }
-    detail::launch_pdl(decode_kernel<HD, GM>, grid, dim3(threads), smem, stream, q, k, v, n_heads, kv, b, rope,
-                       scale, plan.chunk, plan.splits, static_cast<decode_partial<HD>*>(scratch), tickets, out);
+    detail::launch_pdl(decode_kernel<HD, GM>, grid, dim3(threads), decode_smem_bytes<HD, GM>(plan.stages), stream, q,
+                       k, v, n_heads, kv, b, rope, scale, plan.chunk, plan.splits, plan.stages,
+                       static_cast<decode_partial<HD>*>(scratch), tickets, out);
   };
   auto by_group = [&](auto hd) {
     if (G <= 1) launch(hd, std::integral_constant<int, 1>{});
