@@ -8,7 +8,8 @@
 // and magnitude 0.5..1.5 and random activations; outputs NaN-poisoned before every run.
 //  - decode: exl3_reconstruct (Ŵ to fp16) is bit-exact with decode_rotated for K = 1..8 and
 //    every codebook; the input Hadamard bit-exact with hadamard128_input_gpu.
-//  - GEMV (1, 2, 3, 8, 16 rows; shapes 128..8192, n = 384, 640, 1152 not multiples of 256)
+//  - GEMV (1, 2, 3, 8, 16 rows; shapes 128..8192, n = 384, 640, 1152 not multiples of 256),
+//    every implementation variant of the kernel (exl3_gemv_set_variant) on the same inputs,
 //    against linear_ref(rounding::gpu), which rounds at the same places (x, x·suh, the input
 //    Hadamard, the output Hadamard, ·svh, +bias all fp16). Only the fp32 summation order of
 //    x̂·Ŵ differs (mma k-order, split-K partial sums added with atomics), which can flip the
@@ -27,6 +28,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "exl3_weights.hpp"
@@ -117,52 +119,68 @@ double ulp16(double v) {
   return std::ldexp(1.0, static_cast<int>(std::floor(std::log2(v))) - 10);
 }
 
-// Checks y [rows][n] (GPU) against the GPU-rounding reference and x·W in f64.
-void check_linear(const host_exl3& h, const std::vector<float>& W, const std::vector<float>& x, int64_t rows,
-                  const std::vector<float>& y, const char* what) {
-  const ex::exl3_matrix m = h.mat();
-  std::vector<float> ref(static_cast<size_t>(rows * h.n));
-  ex::linear_ref(m, x.data(), rows, ref.data(), ex::rounding::gpu);
+// The references of one GEMV input: linear_ref(rounding::gpu) and x·W + bias in f64 (from the
+// f32 original-basis W), computed once and checked against every variant's output.
+struct linear_refs {
+  std::vector<float> ref;   // [rows][n]
+  std::vector<double> f64;  // [rows][n]
   double rms = 0.0;
-  for (float v : ref) rms += double{v} * v;
-  rms = std::sqrt(rms / static_cast<double>(ref.size()));
+};
+
+linear_refs make_refs(const host_exl3& h, const std::vector<float>& W, const std::vector<float>& x, int64_t rows) {
+  linear_refs r;
+  const ex::exl3_matrix m = h.mat();
+  r.ref.resize(static_cast<size_t>(rows * h.n));
+  ex::linear_ref(m, x.data(), rows, r.ref.data(), ex::rounding::gpu);
+  for (float v : r.ref) r.rms += double{v} * v;
+  r.rms = std::sqrt(r.rms / static_cast<double>(r.ref.size()));
+  r.f64.assign(static_cast<size_t>(rows * h.n), 0.0);
+  for (int64_t row = 0; row < rows; ++row) {
+    double* acc = r.f64.data() + row * h.n;
+    for (int64_t i = 0; i < h.k; ++i) {
+      const double xv = x[row * h.k + i];
+      const float* wr = W.data() + i * h.n;
+      for (int64_t j = 0; j < h.n; ++j) acc[j] += xv * wr[j];
+    }
+    for (int64_t j = 0; j < h.n; ++j) acc[j] += h.bias.empty() ? 0.0 : ex::f16_to_f32(h.bias[j]);
+  }
+  return r;
+}
+
+// Checks y [rows][n] (GPU) against the GPU-rounding reference and x·W in f64.
+void check_linear(const host_exl3& h, const linear_refs& r, int64_t rows, const std::vector<float>& y,
+                  const std::string& what) {
   int64_t bad = 0, same = 0;
   double worst = 0.0;
   for (int64_t i = 0; i < rows * h.n; ++i) {
     const double b = h.bias.empty() ? 0.0 : ex::f16_to_f32(h.bias[i % h.n]);
-    const double tol = 2 * ulp16(ref[i]) + (b != 0.0 ? 2 * ulp16(b) : 0.0) + 1e-5 * rms;
-    const double d = std::fabs(double{y[i]} - ref[i]);
+    const double tol = 2 * ulp16(r.ref[i]) + (b != 0.0 ? 2 * ulp16(b) : 0.0) + 1e-5 * r.rms;
+    const double d = std::fabs(double{y[i]} - r.ref[i]);
     if (!(d <= tol)) {
-      if (bad < 5) std::printf("  %s: element %lld gpu %.8g ref %.8g (tol %.3g)\n", what, static_cast<long long>(i), y[i], ref[i], tol);
+      if (bad < 5)
+        std::printf("  %s: element %lld gpu %.8g ref %.8g (tol %.3g)\n", what.c_str(), static_cast<long long>(i), y[i],
+                    r.ref[i], tol);
       ++bad;
     }
-    same += y[i] == ref[i];
+    same += y[i] == r.ref[i];
     worst = std::max(worst, d / tol);
   }
-  // x·W + bias in f64 from the f32 original-basis W.
   double num = 0.0, den = 0.0;
-  std::vector<double> acc(static_cast<size_t>(h.n));
-  for (int64_t r = 0; r < rows; ++r) {
-    std::fill(acc.begin(), acc.end(), 0.0);
-    for (int64_t i = 0; i < h.k; ++i) {
-      const double xv = x[r * h.k + i];
-      const float* wr = W.data() + i * h.n;
-      for (int64_t j = 0; j < h.n; ++j) acc[j] += xv * wr[j];
-    }
-    for (int64_t j = 0; j < h.n; ++j) {
-      const double e = acc[j] + (h.bias.empty() ? 0.0 : ex::f16_to_f32(h.bias[j]));
-      num += (y[r * h.n + j] - e) * (y[r * h.n + j] - e);
-      den += e * e;
-    }
+  for (int64_t i = 0; i < rows * h.n; ++i) {
+    const double e = r.f64[i];
+    num += (y[i] - e) * (y[i] - e);
+    den += e * e;
   }
   const double rel = std::sqrt(num / den);
-  std::printf("  %-34s %4lld rows: %6.2f%% bit-identical to linear_ref(gpu), worst %.2f of tol, "
+  std::printf("  %-40s %4lld rows: %6.2f%% bit-identical to linear_ref(gpu), worst %.2f of tol, "
               "rel err vs f64 x*W %.2e\n",
-              what, static_cast<long long>(rows), 100.0 * same / static_cast<double>(rows * h.n), worst, rel);
+              what.c_str(), static_cast<long long>(rows), 100.0 * same / static_cast<double>(rows * h.n), worst, rel);
   BOOST_TEST(bad == 0, what << ", " << rows << " rows: " << bad << " elements off linear_ref(gpu)");
   BOOST_TEST(rel < 3e-3, what << ", " << rows << " rows: rel err " << rel << " vs f64 x*W");
 }
 
+// Every GEMV variant (exl3_gemv_set_variant) on the same inputs against the same references;
+// the variant in force before is restored.
 void run_gemv_case(int K, int cb, int64_t k, int64_t n, std::initializer_list<int64_t> rows_list, bool bias) {
   const host_exl3 h = random_exl3(K, cb, k, n, bias);
   const dev_exl3 d(h);
@@ -171,15 +189,23 @@ void run_gemv_case(int K, int cb, int64_t k, int64_t n, std::initializer_list<in
   char what[96];
   std::snprintf(what, sizeof what, "K=%d %s %lldx%lld%s", K, std::string(ex::name(static_cast<ex::codebook>(cb))).c_str(),
                 static_cast<long long>(k), static_cast<long long>(n), bias ? " +bias" : "");
+  const int saved = xc::exl3_gemv_variant();
   for (int64_t rows : rows_list) {
     const std::vector<float> x = random_x(rows, k);
-    dvec<float> xd(gpu(), x), y(gpu(), rows * n);
-    dvec<uint8_t> ws(gpu(), static_cast<int64_t>(xc::exl3_gemv_scratch_bytes(d.d, rows)));  // poisoned
-    xc::exl3_gemv(d.d, static_cast<const float*>(xd.buf->data()), rows, k, nullptr, n,
-                  static_cast<float*>(y.buf->data()), ws.buf->data(), gpu().stream());
-    sync_check(what);
-    check_linear(h, W, x, rows, y.host(), what);
+    const linear_refs refs = make_refs(h, W, x, rows);
+    dvec<float> xd(gpu(), x);
+    for (int v = 0; v < xc::exl3_gemv_variants; ++v) {
+      xc::exl3_gemv_set_variant(v);
+      dvec<float> y(gpu(), rows * n);                                                        // poisoned
+      dvec<uint8_t> ws(gpu(), static_cast<int64_t>(xc::exl3_gemv_scratch_bytes(d.d, rows)));  // poisoned
+      xc::exl3_gemv(d.d, static_cast<const float*>(xd.buf->data()), rows, k, nullptr, n,
+                    static_cast<float*>(y.buf->data()), ws.buf->data(), gpu().stream());
+      const std::string w = std::string(what) + " v" + std::to_string(v) + " " + xc::exl3_gemv_variant_name(v);
+      sync_check(w.c_str());
+      check_linear(h, refs, rows, y.host(), w);
+    }
   }
+  xc::exl3_gemv_set_variant(saved);
 }
 
 }  // namespace
