@@ -124,7 +124,7 @@ struct dev_rope {
 struct decode_plan {
   int chunk = 0, splits = 0;
   size_t scratch_bytes = 0, ticket_bytes = 0;
-  int stages = 3;  // shared-memory ring depth per warp (TANDEM_CUDA_DECODE_STAGES=2..4)
+  int stages = 2;  // shared-memory ring depth per warp (TANDEM_CUDA_DECODE_STAGES=2..4)
 };
 decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size, int head_dim, int n_heads);
 void attention_decode(const float* q, const float* k, const float* v, int n_heads, const dev_kv& kv,
