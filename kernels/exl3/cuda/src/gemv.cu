@@ -468,8 +468,9 @@ __global__ void __launch_bounds__(warps_per_block * 32, vlayout<K, ROWS, V>::min
   };
 
   // Prologue: the weights of the first units before waiting on the previous kernel (they are
-  // constants), then their activations. Variant 3 keeps D units in flight (stage i is free
-  // once its words are in registers), the others D - 1 (stage i is read during iteration i).
+  // constants), then their activations. With P > 0 (variants 3, 5) D units are in flight
+  // (stage i is free once its words are in registers), else D - 1 (stage i is read during
+  // iteration i).
   constexpr int pre = P > 0 ? D : D - 1;
   {
     const uint8_t* w0 = wsrc;
