@@ -65,7 +65,7 @@
 //  loop's path without the flush (16 rows add one HMMA and 2 LDS per tile or unit):
 //            K=2   K=3   K=4   K=6   K=8   regs (8 / 16 rows)   FMA-heavy share at K=4
 //    v0      7.28  7.75  7.13  7.94  7.03  64 / 76              100 of 228
-//    v1      7.44  7.31  7.25  7.66  7.00  64 / 92               80 of 232
+//    v1      7.44  7.31  7.25  7.66  7.00  64 / 80               80 of 232
 //    v2      6.33  6.47  6.09  6.64  5.97  80 / 126             141 of 390
 //    v3      6.31  6.45  5.94  6.66  5.78  79 / 128             144 of 380
 //    v4      6.33  6.47  5.84  6.64  5.97  80 / 127             141 of 374
@@ -358,7 +358,8 @@ struct vlayout {
   // stage less with 4 blocks per SM (4 x 8 warps x 4 stages x 1408 B fit the 228 KB at K=4).
   // MB 4 only where 64 registers hold the loop without spills (K = 1, 2, 4: the other K
   // normalize their window with lane-dependent funnel shifts and spill 20-28 bytes there).
-  static constexpr int mb = ROWS <= 8 ? (vcfg<V>::MB > 3 && (K <= 2 || K == 4) ? 4 : 3) : 2;
+  // 16 rows: 3 blocks where 80 registers suffice (G = 4, as gemv_kernel's 76), else 2.
+  static constexpr int mb = ROWS <= 8 ? (vcfg<V>::MB > 3 && (K <= 2 || K == 4) ? 4 : 3) : G == 4 ? 3 : 2;
   static constexpr int D = G == 4 ? (K <= 2 ? 12 : K <= 5 ? 8 : 6)
                                   : (K <= 2 ? 7 : K <= 5 ? 5 : 4) - (mb > 3 ? 1 : 0);
   static constexpr int warp_bytes = D * stage_bytes;
