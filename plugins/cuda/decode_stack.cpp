@@ -21,32 +21,6 @@ const float* f32_vector(const tensor_view& v, int64_t n) {
   return v.ptr<float>();
 }
 
-// Whether an empty launch (no layers: the kernel touches nothing) of the cooperative grid
-// runs, and records into a CUDA graph and instantiates, on a private stream. Decode steps
-// are recorded; where either fails the model keeps the per-op path rather than failing.
-bool cooperative_launch_works(int grid) {
-  cudaStream_t s = nullptr;
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "decode stack (probe)");
-  stack_params empty;
-  decode_stack(empty, grid, s);
-  bool ok = cudaGetLastError() == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess;
-  cudaGraph_t graph = nullptr;
-  if (ok && cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
-    decode_stack(empty, grid, s);
-    ok = cudaGetLastError() == cudaSuccess;
-    ok = cudaStreamEndCapture(s, &graph) == cudaSuccess && ok && graph != nullptr;
-    cudaGraphExec_t exec = nullptr;
-    ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-  } else {
-    ok = false;
-  }
-  cudaStreamDestroy(s);
-  cudaGetLastError();  // a failed probe leaves no error behind for the next op
-  return ok;
-}
-
 }  // namespace
 
 std::unique_ptr<cuda_decode_stack> cuda_decode_stack::make(cuda_backend& be, const llama_stack_desc& d) {
@@ -67,7 +41,7 @@ std::unique_ptr<cuda_decode_stack> cuda_decode_stack::make(cuda_backend& be, con
   if (rot <= 0 || rot > d.head_dim || rot % 2 != 0) return nullptr;
   const int grid = decode_stack_grid(be.opt_.device);
   check_launch("decode stack (occupancy)");
-  if (grid <= 0 || !cooperative_launch_works(grid)) return nullptr;
+  if (grid <= 0) return nullptr;
   return std::unique_ptr<cuda_decode_stack>(new cuda_decode_stack(be, d, std::move(layers), grid));
 }
 
