@@ -156,21 +156,6 @@ __device__ __forceinline__ void dot_rows(const dev_matrix& w, const int64_t (&ro
   for (int r = 0; r < R; ++r) out[r] = detail::warp_sum(acc[r]);
 }
 
-// Block b of `row` requested into L2 (no registers held): for the blocks a lane reads
-// after its first, so they are L2 hits rather than DRAM round trips when it gets to them.
-__device__ __forceinline__ void prefetch_wblock_l2(const dev_matrix& w, int64_t row, int b, int nb) {
-  const int64_t i = row * nb + b;
-  const bool q41 = w.format == wformat::q4_1;
-  const void* q = q41 ? static_cast<const void*>(static_cast<const uint4*>(w.qs) + i)
-                      : static_cast<const void*>(static_cast<const uint4*>(w.qs) + 2 * i);
-  const void* sc = q41 ? static_cast<const void*>(static_cast<const __half2*>(w.scales) + i)
-                       : static_cast<const void*>(static_cast<const __half*>(w.scales) + i);
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(sc));
-}
-
-// Block `lane` of each row into registers (dot_rows' `first`) and this lane's later blocks
-// of the rows into L2: everything the rows need is requested (before a grid barrier).
 template <int R>
 __device__ __forceinline__ void load_first(const dev_matrix& w, const int64_t (&rows)[R], int lane,
                                            wblock (&first)[R]) {
@@ -178,10 +163,6 @@ __device__ __forceinline__ void load_first(const dev_matrix& w, const int64_t (&
   if (lane < nb) {
 #pragma unroll
     for (int r = 0; r < R; ++r) first[r] = load_wblock(w, rows[r], lane, nb);
-  }
-  for (int b = lane + 32; b < nb; b += 32) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) prefetch_wblock_l2(w, rows[r], b, nb);
   }
 }
 
