@@ -52,7 +52,7 @@ cuda_decode_stack::cuda_decode_stack(cuda_backend& be, const llama_stack_desc& d
   ffn_ = layers_.front().down.in;
   layers_dev_ = std::make_unique<cuda_buffer>(layers_.size() * sizeof(stack_layer));
   barrier_ = std::make_unique<cuda_buffer>(decode_stack_barrier_bytes());
-  // Zeroed once: the arrival counter only grows, by grid_ per barrier (grid_barrier.cuh).
+  // Zeroed once: every launch leaves the arrival count at zero (grid_barrier.cuh).
   check(cudaMemsetAsync(barrier_->data(), 0, barrier_->size(), be_.stream()), "decode stack");
   stack_params p;
   p.ffn = static_cast<int>(ffn_);
@@ -104,7 +104,7 @@ void cuda_decode_stack::run(tensor_view x, tensor_view proj, kv_storage& kv, con
   p.slot_mapping = batch.slot_mapping.ptr<int32_t>();
   p.x = xp, p.proj = pp;
   p.scratch = scratch_.data();
-  p.barrier = static_cast<unsigned long long*>(barrier_->data());
+  p.barrier = static_cast<unsigned*>(barrier_->data());
   decode_stack(p, grid_, be_.stream());
   check_launch("decode stack");
 }

@@ -182,7 +182,7 @@ struct stack_params {
   float* x = nullptr;                     // [d] residual stream, updated in place
   float* proj = nullptr;                  // [d] the last block's output
   void* scratch = nullptr;                // decode_stack_scratch_bytes
-  unsigned long long* barrier = nullptr;  // decode_stack_barrier_bytes, zeroed once; one grid size per counter
+  unsigned* barrier = nullptr;            // decode_stack_barrier_bytes, zeroed once, left reusable
 };
 bool decode_stack_supported(const stack_layer& l, int n_heads, int n_kv_heads, int head_dim);
 // Blocks of the cooperative grid on `device` (SMs x resident blocks per SM).
