@@ -83,8 +83,7 @@ void cuda_decode_stack::run(tensor_view x, tensor_view proj, kv_storage& kv, con
     kv_ = &kv;
   }
   for (const tensor_view* t : {&batch.seq_lens, &batch.page_table, &batch.slot_mapping})
-    if (t->dev.kind != device_kind::cuda || t->type != dtype::i32 || !t->is_contiguous())
-      bad("batch index tensors must be i32 in device memory");
+    if (t->dev.kind != device_kind::cuda || t->type != dtype::i32 || !t->is_contiguous()) bad("batch index tensors must be i32 in device memory");
 
   stack_params p;
   p.layers = static_cast<const stack_layer*>(layers_dev_->data());

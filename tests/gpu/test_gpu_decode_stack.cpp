@@ -147,8 +147,7 @@ BOOST_AUTO_TEST_CASE(no_stack_without_q8_activations) {
   BOOST_TEST(!be.prepare_decode_stack(d));
   cuda::cuda_backend on;  // the same weights on a q8 backend do get a stack
   auto wqkv2 = on.load_linear_group(qkv), wgu2 = on.load_linear_group(gu);
-  auto wo2 = on.load_linear(*w.find("blk.0.attn_output.weight")),
-       down2 = on.load_linear(*w.find("blk.0.ffn_down.weight"));
+  auto wo2 = on.load_linear(*w.find("blk.0.attn_output.weight")), down2 = on.load_linear(*w.find("blk.0.ffn_down.weight"));
   auto an2 = on.load_tensor(*w.find("blk.0.attn_norm.weight"), dtype::f32);
   auto fn2 = on.load_tensor(*w.find("blk.0.ffn_norm.weight"), dtype::f32);
   d.layers[0] = {wqkv2.get(), wo2.get(), wgu2.get(), down2.get(),

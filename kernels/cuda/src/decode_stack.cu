@@ -52,9 +52,6 @@ __device__ __forceinline__ float2 rope_cs(const dev_rope& r, int rot, int pos, i
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
-__device__ __forceinline__ void prefetch_l1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
 
 // The kernel for blocks of NW warps (16: more warps in flight, ~100 bytes of spills at
 // the 128 registers a 512-thread block may use; 8: no spills, half the warps).
@@ -87,8 +84,7 @@ struct stack_kernel {
   // ---- A: q/k/v rows in RoPE pairs ----------------------------------------------------
   // Pair task P: head P / 32 of the q|k|v heads, pair p = P % 32 of it. Rotated pairs are
   // (2p, 2p + 1) or, neox, (p, p + rot / 2); dims past rotary_dims pair up unrotated.
-  static __device__ __forceinline__ void qkv_rows(const stack_params& p, int task, int rot, int64_t (&rows)[2],
-                                                  bool& rotate) {
+  static __device__ __forceinline__ void qkv_rows(const stack_params& p, int task, int rot, int64_t (&rows)[2], bool& rotate) {
     const int head = task / (HD / 2), pr = task % (HD / 2), half = rot / 2;
     int a, b;
     if (pr < half) {
@@ -102,8 +98,8 @@ struct stack_kernel {
   }
 
   // xs: x, already copied into shared memory.
-  static __device__ void phase_qkv(const stack_params& p, const stack_layer& L, smem_t& sm, const float* xs, int nw,
-                                   int lane, int task, const q8::wblock (&first)[2]) {
+  static __device__ void phase_qkv(const stack_params& p, const stack_layer& L, smem_t& sm, const float* xs, int nw, int lane,
+                            int task, const q8::wblock (&first)[2]) {
     const int warp = threadIdx.x >> 5;
     q8::stage_q8<NW>(xs, L.attn_norm, p.eps, static_cast<int>(L.qkv.in), sm.xq, sm.ds, sm.red, warp, lane);
     const int rot = p.rope.rotary_dims == 0 ? HD : p.rope.rotary_dims;
@@ -172,29 +168,25 @@ struct stack_kernel {
     __syncthreads();
 
     float m[GM], l[GM], acc[GM][2];
-#pragma unroll
+  #pragma unroll
     for (int g = 0; g < GM; ++g) m[g] = -INFINITY, l[g] = 0.0f, acc[g][0] = acc[g][1] = 0.0f;
     for (int base = split * keys_per_pass + warp * 32; base < len; base += S * keys_per_pass) {
       const int t = base + lane;
       const int64_t slot = t < len ? key_slot(p, t) : -1;
-      if (slot >= 0) {  // this key's V row into L1 while q.k runs: p.v below reads it from there
-        const float* vr = L.v + slot * ts + kvh * HD;
-        prefetch_l1(vr), prefetch_l1(vr + 32);
-      }
       // q.k of this lane's key for every head of the group, K read as 16 float4.
       const float4* kp = reinterpret_cast<const float4*>(L.k + (slot >= 0 ? slot : 0) * ts + kvh * HD);
       float dots[GM] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
+  #pragma unroll
       for (int c = 0; c < HD / 4; ++c) {
         const float4 kc = slot >= 0 ? __ldcg(kp + c) : make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
+  #pragma unroll
         for (int g = 0; g < GM; ++g) {
           const float4 qv = reinterpret_cast<const float4*>(sm.qs[g])[c];
           if (g < G) dots[g] = fmaf(qv.x, kc.x, fmaf(qv.y, kc.y, fmaf(qv.z, kc.z, fmaf(qv.w, kc.w, dots[g]))));
         }
       }
       float pr[GM];
-#pragma unroll
+  #pragma unroll
       for (int g = 0; g < GM; ++g) {
         pr[g] = 0.0f;
         if (g < G) {
@@ -213,17 +205,15 @@ struct stack_kernel {
       for (int j0 = 0; j0 < 32; j0 += 8) {
         float2 vv[8];
         int64_t sj[8];
-#pragma unroll
+  #pragma unroll
         for (int j = 0; j < 8; ++j) {
           sj[j] = __shfl_sync(0xffffffffu, slot, j0 + j);
-          // A plain (L1) load: no line of this layer's pool was cached on this SM before the
-          // barrier's acquire (the L2 prefetch fills L2 only), so it cannot be stale.
-          vv[j] = sj[j] >= 0 ? reinterpret_cast<const float2*>(L.v + sj[j] * ts + kvh * HD)[lane]
+          vv[j] = sj[j] >= 0 ? __ldcg(reinterpret_cast<const float2*>(L.v + sj[j] * ts + kvh * HD) + lane)
                              : make_float2(0.f, 0.f);
         }
-#pragma unroll
+  #pragma unroll
         for (int j = 0; j < 8; ++j) {
-#pragma unroll
+  #pragma unroll
           for (int g = 0; g < GM; ++g) {
             const float pj = __shfl_sync(0xffffffffu, pr[g], j0 + j);
             if (g < G) acc[g][0] = fmaf(pj, vv[j].x, acc[g][0]), acc[g][1] = fmaf(pj, vv[j].y, acc[g][1]);
@@ -232,7 +222,7 @@ struct stack_kernel {
       }
     }
     // Merge the block's warps (a warp that saw no key has max -inf and is skipped).
-#pragma unroll
+  #pragma unroll
     for (int g = 0; g < GM; ++g) {
       if (g < G) {
         sm.merge[warp][g][2 * lane] = acc[g][0], sm.merge[warp][g][2 * lane + 1] = acc[g][1];
@@ -286,7 +276,7 @@ struct stack_kernel {
   // One-row tasks with a residual epilogue (o and down): y = row . xq; proj = y and, when
   // `add`, x += y (each output read and written by one lane only).
   static __device__ void rows_residual(const stack_params& p, const dev_matrix& w, const smem_t& sm, int lane, int task,
-                                       q8::wblock first, bool add) {
+                                q8::wblock first, bool add) {
     q8::wblock wb[1] = {first};
     while (task < w.out) {
       const int64_t rows[1] = {task};
@@ -305,8 +295,8 @@ struct stack_kernel {
   }
 
   // ---- D: pre-norm + gate/up + SiLU ------------------------------------------------------
-  static __device__ void phase_gate_up(const stack_params& p, const stack_layer& L, smem_t& sm, const float* xs,
-                                       int lane, int task, const q8::wblock (&first)[2]) {
+  static __device__ void phase_gate_up(const stack_params& p, const stack_layer& L, smem_t& sm, const float* xs, int lane,
+                                int task, const q8::wblock (&first)[2]) {
     const int warp = threadIdx.x >> 5;
     q8::stage_q8<NW>(xs, L.ffn_norm, p.eps, static_cast<int>(L.gate_up.in), sm.xq, sm.ds, sm.red, warp, lane);
     float* act = static_cast<float*>(p.scratch) + max_in + gridDim.x * GM * part_floats;

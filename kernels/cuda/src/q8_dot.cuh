@@ -157,8 +157,7 @@ __device__ __forceinline__ void dot_rows(const dev_matrix& w, const int64_t (&ro
 }
 
 template <int R>
-__device__ __forceinline__ void load_first(const dev_matrix& w, const int64_t (&rows)[R], int lane,
-                                           wblock (&first)[R]) {
+__device__ __forceinline__ void load_first(const dev_matrix& w, const int64_t (&rows)[R], int lane, wblock (&first)[R]) {
   const int nb = static_cast<int>(w.in / 32);
   if (lane < nb) {
 #pragma unroll
