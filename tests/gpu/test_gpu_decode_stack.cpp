@@ -16,7 +16,6 @@
 //    linear's input (a step of amax / 127), which then travels through the later layers:
 //    the expected error is ~1e-3, and 5e-3 leaves room without hiding a wrong head, page or
 //    position (those give O(1) errors);
-//  - the residual stream left in x (hidden_states) within the same bound;
 //  - greedy tokens identical, except at a near-tie (the per-op path's top-2 margin < 0.05),
 //    which is reported;
 //  - prepare_decode_stack returns nullptr with q8_activations off (the exact path).
@@ -68,15 +67,6 @@ std::vector<float> step(llama_model& m, const step_seq& s, bool stack, bool eage
   return std::vector<float>(l.end() - vocab, l.end());
 }
 
-// The last forward's residual stream, [n_tokens, hidden], on the host.
-std::vector<float> hidden(backend& be, const llama_model& m) {
-  const tensor_view x = m.hidden_states();
-  std::vector<float> h(static_cast<size_t>(x.numel()));
-  be.copy_to_host(h.data(), x.data, h.size() * sizeof(float));
-  be.synchronize();
-  return h;
-}
-
 // Prefill `prompt` tokens, then 40 decode steps; both models see the per-op path's tokens.
 // One backend per model: recorded steps are keyed per model workspace, so two models must
 // not share a backend's graph table.
@@ -93,9 +83,6 @@ void compare(int prompt, bool eager) {
   double worst = 0.0;
   for (int i = 0; i <= 40; ++i) {
     const std::vector<float> a = step(fused, s, true, eager), b = step(plain, s, false, eager);
-    // The residual stream the stack leaves (x: the caller's final norm reads it) as well.
-    const double ex = test::rel_err(hidden(be_fused, fused), hidden(be_plain, plain));
-    BOOST_TEST(ex <= logits_tol, "prompt " << prompt << " step " << i << ": hidden state relative error " << ex);
     const double e = test::rel_err(a, b);
     worst = std::max(worst, e);
     BOOST_TEST(e <= logits_tol, "prompt " << prompt << (eager ? " eager" : " recorded") << " step " << i

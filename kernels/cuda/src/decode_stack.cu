@@ -20,8 +20,8 @@
 //     in the last layer, x += down (the last add is the caller's add_rms_norm).
 // Grid: SMs x resident blocks (cooperative launch), blocks of 16 warps (or 8 with
 // TANDEM_CUDA_DECODE_STACK_WARPS=8); one warp per GEMV task, tasks strided over the grid.
-// Numerics: the linears are gemv_q8's (q8_dot.cuh) operation for operation, the norms
-// rms_norm's, the SiLU silu_mul's, the residual adds add_rms_norm's; attention is fp32 as
+// Numerics: the linears are gemv_q8's (q8_dot.cuh) bit for bit, the norms rms_norm's, the
+// SiLU silu_mul's, the residual adds add_rms_norm's; attention is fp32 as
 // attention_decode.cu up to summation order.
 #include <cfloat>
 #include <cstdlib>

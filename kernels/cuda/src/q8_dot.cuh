@@ -3,10 +3,8 @@
 // kernel (decode_stack.cu): x quantized per 32-block as backend.cpu's quantize_q8, the
 // staging prologue's rms_norm, and the Q4_1 / Q8_0 block dot with dp4a. The arithmetic is
 // gemv_q8.cu's operation for operation (same lane-to-block mapping, same accumulation
-// expression: a row should equal gemv_q8's bit for bit, the compiler's FMA contraction
-// permitting); the weight format is a run-time value here because one fused kernel walks
-// matrices of either format. (gemv_q8.cu keeps its own copy for now: it could include
-// this header instead.)
+// expression), so a row computed here equals gemv_q8's row bit for bit; the weight format
+// is a run-time value here because one fused kernel walks matrices of either format.
 #include <cuda_fp16.h>
 
 #include <cstdint>

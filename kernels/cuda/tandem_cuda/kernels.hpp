@@ -155,10 +155,9 @@ void sample_rows(const float* logits, int64_t m, int vocab, const dev_sampling* 
 // Persistent fused decode stack (decode_stack.cu): every decoder layer of one decode step
 // of ONE sequence in one cooperative launch, grid barriers between dependent phases
 // (q/k/v + RoPE + KV write | attention splits | merge + o + residual | pre-norm + gate/up
-// + SiLU | down + residual). Numerics of the q8 path: the linears as gemv_q8 operation
-// for operation, attention fp32 up to summation order. Supports head_dim 64, n_heads /
-// n_kv_heads <= 4, q4_1 / q8_0 linears with in <= 4096 (decode_stack_supported).
-// TANDEM_CUDA_DECODE_STACK_WARPS=8 picks 8-warp blocks instead of 16.
+// + SiLU | down + residual). Numerics of the q8 path: the linears as gemv_q8 bit for bit,
+// attention fp32 up to summation order. Supports head_dim 64, n_heads / n_kv_heads <= 4,
+// q4_1 / q8_0 linears with in <= 4096 (decode_stack_supported).
 struct stack_layer {
   dev_matrix qkv;      // 3 segments: q [n_heads * 64], k, v [n_kv_heads * 64]
   dev_matrix o;        // [d, n_heads * 64]
