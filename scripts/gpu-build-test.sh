@@ -15,7 +15,7 @@ step configure
 gpu_configure
 step build
 targets=(plugins/cuda/backend.cuda.so plugins/cpu/backend.cpu.so plugins/gguf/weights.gguf.so
-         tests/gpu/test_gpu_ops tests/gpu/test_gpu_attention_tc tests/gpu/test_gpu_exl3 tests/gpu/test_gpu_exl3_moe tests/gpu/test_gpu_viterbi tests/gpu/test_gpu_model tests/gpu/test_gpu_decode_stack
+         tests/gpu/test_gpu_ops tests/gpu/test_gpu_attention_tc tests/gpu/test_gpu_exl3 tests/gpu/test_gpu_exl3_moe tests/gpu/test_gpu_viterbi tests/gpu/test_gpu_model
          bench/cuda/bench_cuda_kernels bench/cuda/bench_cuda_model bench/cuda/bench_cuda_exl3
          bench/cuda/bench_cuda_exl3_moe)
 gpu_build "${targets[@]}"

@@ -1,9 +1,7 @@
 // bench_cuda_model: the llama forward of a SmolLM2-135M-shaped model (Q4_1 blocks, Q8_0
 // tied embedding, random weights) on backend.cuda: decode at batch 1 and 64 (engine-style
 // steps: plan upload, recorded graph replay, GPU argmax, ids to the host) and one prefill
-// of 8192 tokens; batch 1 both with the fused decode stack and per op
-// (TANDEM_CUDA_DECODE_STACK=0). Ceiling of batch-1 decode: weight bytes per token over
-// copy bandwidth.
+// of 8192 tokens. Ceiling of batch-1 decode: weight bytes per token over copy bandwidth.
 //
 //   build/bench/cuda/bench_cuda_model
 #include <chrono>
@@ -17,15 +15,78 @@
 #include "bench_util.hpp"
 #include "cuda_backend.hpp"
 #include "llama_model.hpp"
-#include "random_llama.hpp"
 #include "tandem_quant/ggml_blocks.hpp"
 
 using namespace tandem;
 using clk = std::chrono::steady_clock;
-using test::random_weights;
-using test::smollm2;
 
 namespace {
+
+// Random blocks of the default model's tensor types and shapes.
+class random_weights final : public weight_format {
+ public:
+  explicit random_weights(const llama_hparams& hp) {
+    auto add = [&](std::string name, dtype t, std::vector<int64_t> shape) {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      std::vector<float> f(static_cast<size_t>(n));
+      for (auto& v : f) v = dist_(rng_);
+      auto& bytes = store_.emplace_back();
+      if (t == dtype::f32) {
+        for (auto& v : f) v = 1.0f + 0.1f * v;
+        bytes.resize(f.size() * 4);
+        std::memcpy(bytes.data(), f.data(), bytes.size());
+      } else {
+        bytes.resize(static_cast<size_t>(*row_bytes(t, n)));
+        if (t == dtype::q4_1) quantize_row_q4_1(f.data(), bytes.data(), n);
+        else quantize_row_q8_0(f.data(), bytes.data(), n);
+      }
+      tensors_.push_back({std::move(name), t, std::move(shape), bytes.data(), bytes.size()});
+    };
+    const int64_t q = int64_t{hp.n_heads} * hp.head_dim, kv = int64_t{hp.n_kv_heads} * hp.head_dim;
+    add("token_embd.weight", dtype::q8_0, {hp.vocab, hp.hidden});
+    add("output_norm.weight", dtype::f32, {hp.hidden});
+    for (int l = 0; l < hp.n_layers; ++l) {
+      auto b = [&](const char* w) { return "blk." + std::to_string(l) + "." + w + ".weight"; };
+      add(b("attn_norm"), dtype::f32, {hp.hidden});
+      add(b("ffn_norm"), dtype::f32, {hp.hidden});
+      add(b("attn_q"), dtype::q4_1, {q, hp.hidden});
+      add(b("attn_k"), dtype::q4_1, {kv, hp.hidden});
+      add(b("attn_v"), dtype::q4_1, {kv, hp.hidden});
+      add(b("attn_output"), dtype::q4_1, {hp.hidden, q});
+      add(b("ffn_gate"), dtype::q4_1, {hp.ffn, hp.hidden});
+      add(b("ffn_up"), dtype::q4_1, {hp.ffn, hp.hidden});
+      add(b("ffn_down"), dtype::q4_1, {hp.hidden, hp.ffn});
+    }
+  }
+  void open(const std::filesystem::path&) override {}
+  const model_metadata& meta() const override { return meta_; }
+  std::span<const tensor_info> tensors() const override { return tensors_; }
+  const tensor_info* find(std::string_view name) const override {
+    for (const auto& t : tensors_) if (t.name == name) return &t;
+    return nullptr;
+  }
+  double weight_bytes() const {
+    double b = 0;
+    for (const auto& t : tensors_) b += static_cast<double>(t.nbytes);
+    return b;
+  }
+
+ private:
+  std::mt19937 rng_{1};
+  std::normal_distribution<float> dist_{0.0f, 0.05f};
+  std::vector<std::vector<uint8_t>> store_;
+  std::vector<tensor_info> tensors_;
+  model_metadata meta_;
+};
+
+llama_hparams smollm2() {
+  llama_hparams hp;
+  hp.arch = "llama";
+  hp.n_layers = 30, hp.hidden = 576, hp.ffn = 1536, hp.n_heads = 9, hp.n_kv_heads = 3, hp.head_dim = 64;
+  hp.vocab = 49152, hp.context = 8192, hp.rms_eps = 1e-5f, hp.rope_theta = 100000.0f;
+  return hp;
+}
 
 struct decode_result { double tok_s, step_us, gpu_us; };
 
@@ -95,20 +156,10 @@ int main() {
   cuda::cuda_backend be;
   const double copy = bench::copy_gbs(be.stream());  // also brings the clocks up from idle
   llama_model model(be, w, hp, 64 * 8192 / 16 / 4, 16);  // 131k tokens of KV
-  // Batch 1 with the fused decode stack (one cooperative launch for all layers) and with
-  // the per-op loop (TANDEM_CUDA_DECODE_STACK=0, read by the model per step).
-  const char* env = std::getenv("TANDEM_CUDA_DECODE_STACK");
-  const std::string env_before = env ? env : "";
-  setenv("TANDEM_CUDA_DECODE_STACK", "0", 1);
-  const decode_result b1_ops = decode(model, be, 1, 128, 256);
-  if (env_before.empty()) unsetenv("TANDEM_CUDA_DECODE_STACK");
-  else setenv("TANDEM_CUDA_DECODE_STACK", env_before.c_str(), 1);
   const decode_result b1 = decode(model, be, 1, 128, 256);
   // TANDEM_BENCH_B1_ONLY=1: stop after batch 1 (for a profiler run over that loop).
   if (const char* only = std::getenv("TANDEM_BENCH_B1_ONLY"); only != nullptr && std::string(only) == "1") {
     std::printf("decode batch 1: %.0f tok/s, %.1f us/step, forward %.1f us\n", b1.tok_s, b1.step_us, b1.gpu_us);
-    std::printf("decode batch 1 (TANDEM_CUDA_DECODE_STACK=0): %.0f tok/s, %.1f us/step, forward %.1f us\n",
-                b1_ops.tok_s, b1_ops.step_us, b1_ops.gpu_us);
     return 0;
   }
   const decode_result b64 = decode(model, be, 64, 128, 64);
@@ -122,14 +173,12 @@ int main() {
   std::printf("%-40s %14.0f %14.1f weights %.1f MB / %.0f GB/s = %.1f us/token (%.0f tok/s)\n",
               "decode batch 1 (ctx 128..)", b1.tok_s, b1.step_us, wbytes / 1e6, copy, floor_us, 1e6 / floor_us);
   std::printf("%-40s %14s %14.1f forward only (uploads + graph replay, no sampling)\n", "  of which GPU, batch 1", "", b1.gpu_us);
-  std::printf("%-40s %14.0f %14.1f\n", "decode batch 1, per-op (STACK=0)", b1_ops.tok_s, b1_ops.step_us);
-  std::printf("%-40s %14s %14.1f forward only\n", "  of which GPU, batch 1 per-op", "", b1_ops.gpu_us);
   std::printf("%-40s %14.0f %14.1f\n", "decode batch 64 (ctx 128..)", b64.tok_s, b64.step_us);
   std::printf("%-40s %14s %14.1f forward only\n", "  of which GPU, batch 64", "", b64.gpu_us);
   std::printf("%-40s %14.0f %14.1f\n", "prefill 8192 tokens (1 sequence)", pf, pf_ms * 1e3);
   std::printf("{\"bench\":\"cuda_model\",\"copy_gbs\":%.0f,\"decode_b1_tok_s\":%.0f,\"decode_b1_step_us\":%.1f,"
-              "\"decode_b1_gpu_us\":%.1f,\"decode_b1_ops_tok_s\":%.0f,\"decode_b1_ops_gpu_us\":%.1f,\"decode_b64_tok_s\":%.0f,\"decode_b64_step_us\":%.1f,\"decode_b64_gpu_us\":%.1f,\"prefill_8192_tok_s\":%.0f,"
+              "\"decode_b1_gpu_us\":%.1f,\"decode_b64_tok_s\":%.0f,\"decode_b64_step_us\":%.1f,\"decode_b64_gpu_us\":%.1f,\"prefill_8192_tok_s\":%.0f,"
               "\"prefill_8192_ms\":%.2f,\"weight_mb\":%.1f}\n",
-              copy, b1.tok_s, b1.step_us, b1.gpu_us, b1_ops.tok_s, b1_ops.gpu_us, b64.tok_s, b64.step_us, b64.gpu_us, pf, pf_ms, wbytes / 1e6);
+              copy, b1.tok_s, b1.step_us, b1.gpu_us, b64.tok_s, b64.step_us, b64.gpu_us, pf, pf_ms, wbytes / 1e6);
   return 0;
 }
