@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "tandem/error.hpp"
@@ -26,7 +25,6 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
   rope_ = {hp_.rope_theta, hp_.rope_dims, false};
   batch_.rope = &rope_;
   load_weights();
-  prepare_stack();
   ws_.init(be_, hp_);
 }
 
@@ -103,19 +101,6 @@ void llama_model::load_weights() {
     L.gate_up = linear_group({{blk(l, "ffn_gate"), hp_.ffn}, {blk(l, "ffn_up"), hp_.ffn}}, hp_.hidden);
     L.down = linear(blk(l, "ffn_down"), hp_.hidden, hp_.ffn);
   }
-}
-
-void llama_model::prepare_stack() {
-  if (hp_.n_kv_heads <= 0 || hp_.n_heads % hp_.n_kv_heads != 0) return;
-  llama_stack_desc d;
-  for (const layer& L : layers_)
-    d.layers.push_back({L.wqkv.get(), L.wo.get(), L.gate_up.get(), L.down.get(), norm_view(*L.attn_norm),
-                        norm_view(*L.ffn_norm)});
-  d.n_heads = hp_.n_heads, d.n_kv_heads = hp_.n_kv_heads, d.head_dim = hp_.head_dim;
-  d.rms_eps = hp_.rms_eps;
-  d.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
-  d.rope = rope_;
-  stack_ = be_.prepare_decode_stack(d);
 }
 
 tensor_view llama_model::norm_view(const device_buffer& b) const {
@@ -213,26 +198,17 @@ void llama_model::forward(const step_plan& plan, bool all_logits) {
   batch_.positions = ws_.positions(n);
   if (padded == 0) return run_layers(static_cast<int>(n));
   // The key names everything the recorded kernels captured: buffer addresses (workspace
-  // generation), batch size, page-table width, and whether the fused stack ran.
-  const uint64_t key = ws_.generation() << 40 | static_cast<uint64_t>(use_stack(static_cast<int>(n))) << 39 |
-                       static_cast<uint64_t>(max_pages) << 8 | static_cast<uint64_t>(padded);
+  // generation), batch size and page-table width.
+  const uint64_t key = ws_.generation() << 40 | static_cast<uint64_t>(max_pages) << 8 |
+                       static_cast<uint64_t>(padded);
   be_.run_recorded(key, [this, n] { run_layers(static_cast<int>(n)); });
-}
-
-bool llama_model::use_stack(int n) const {
-  if (n != 1 || !stack_) return false;
-  // Read per step, so one process can compare both paths (tests, benches).
-  const char* env = std::getenv("TANDEM_CUDA_DECODE_STACK");
-  return env == nullptr || std::string(env) != "0";
 }
 
 void llama_model::run_layers(int n) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
   tensor_view x = ws_.x(n), h = ws_.h(n), proj = ws_.proj(n);
   be_.embed(*tok_embd_, ws_.ids(n), x);
-  const bool fused = use_stack(n);
-  if (fused) stack_->run(x, proj, *kv_, batch_);
-  for (int l = 0; l < hp_.n_layers && !fused; ++l) {
+  for (int l = 0; l < hp_.n_layers; ++l) {
     const layer& L = layers_[l];
     // The previous block's output joins the residual stream inside the fused norm.
     if (l == 0) be_.rms_norm(x, norm_view(*L.attn_norm), hp_.rms_eps, h);

@@ -5,9 +5,7 @@
 //
 // On a backend that records steps (CUDA graphs), pure decode steps are padded to a fixed
 // set of batch sizes with a fixed page-table width and run through run_recorded(), so the
-// same recorded step serves every decode step of that size. A one-token step of one
-// sequence runs the backend's fused decoder stack when it offers one
-// (prepare_decode_stack; TANDEM_CUDA_DECODE_STACK=0 turns it off, read per step).
+// same recorded step serves every decode step of that size.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -60,9 +58,7 @@ class llama_model {
   std::unique_ptr<linear_weight> linear_group(const std::vector<std::pair<std::string, int64_t>>& parts, int64_t in);
   std::unique_ptr<device_buffer> norm(const std::string& name);
   void load_weights();
-  void prepare_stack();
   void run_layers(int n_tokens);
-  bool use_stack(int n_tokens) const;  // this step runs stack_ (TANDEM_CUDA_DECODE_STACK != 0)
   int64_t decode_batch(const step_plan& plan, bool all_logits) const;  // padded size, 0 = eager
   tensor_view norm_view(const device_buffer& b) const;
 
@@ -74,9 +70,6 @@ class llama_model {
   std::unique_ptr<device_buffer> output_norm_;
   std::vector<layer> layers_;
   std::unique_ptr<kv_storage> kv_;
-  // The backend's fused decoder stack for batch-1 steps (null: none); declared after the
-  // weights it points at so it is destroyed first.
-  std::unique_ptr<fused_decode_stack> stack_;
   step_workspace ws_;
   attention_batch batch_;
   int n_tokens_ = 0;       // real token rows of the last step
