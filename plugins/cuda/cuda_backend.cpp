@@ -9,7 +9,6 @@
 
 #include "check.hpp"
 #include "cuda_weights.hpp"
-#include "decode_stack.hpp"
 #include "exl3_weights.hpp"
 #include "tandem/error.hpp"
 #include "tandem/weight_format.hpp"
@@ -129,11 +128,6 @@ void* cuda_backend::grow(scratch& s, size_t bytes, const char* op) {
 void cuda_backend::drop_graphs() {
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   graphs_.clear();
-}
-
-std::unique_ptr<fused_decode_stack> cuda_backend::prepare_decode_stack(const llama_stack_desc& d) {
-  if (!opt_.q8_activations) return nullptr;
-  return cuda_decode_stack::make(*this, d);
 }
 
 void cuda_backend::run_recorded(uint64_t key, const std::function<void()>& body) {

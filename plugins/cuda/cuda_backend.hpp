@@ -31,11 +31,11 @@
 #include "op_profiler.hpp"
 #include "tandem/backend.hpp"
 #include "tandem_cuda/kernels.hpp"
+#include "tandem/backend.hpp"
 
 namespace tandem::cuda {
 
 class cuda_linear;
-class cuda_decode_stack;
 
 struct cuda_options {
   int device = 0;
@@ -87,16 +87,12 @@ class cuda_backend final : public backend {
               tensor_view ids) override;
 
   void run_recorded(uint64_t key, const std::function<void()>& body) override;
-  // The fused batch-1 decoder stack (decode_stack.hpp) for q8-capable weights; nullptr
-  // with q8_activations off (the exact path keeps the f32 GEMV) or unsupported shapes.
-  std::unique_ptr<fused_decode_stack> prepare_decode_stack(const llama_stack_desc& d) override;
 
   cudaStream_t stream() const { return stream_; }
   size_t recorded_graphs() const { return graphs_.size(); }
   op_profiler& profiler() { return prof_; }
 
  private:
-  friend class cuda_decode_stack;  // the stack shares the stream, the RoPE table and capture state
   void* grow(scratch& s, size_t bytes, const char* op);  // drops graphs when it reallocates
   void drop_graphs();
 
