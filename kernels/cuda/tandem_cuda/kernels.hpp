@@ -152,43 +152,4 @@ size_t sampler_workspace_bytes(int64_t m, int vocab);
 void sample_rows(const float* logits, int64_t m, int vocab, const dev_sampling* params, void* ws,
                  int32_t* ids, cudaStream_t stream);
 
-// Persistent fused decode stack (decode_stack.cu): every decoder layer of one decode step
-// of ONE sequence in one cooperative launch, grid barriers between dependent phases
-// (q/k/v + RoPE + KV write | attention splits | merge + o + residual | pre-norm + gate/up
-// + SiLU | down + residual). Numerics of the q8 path: the linears as gemv_q8 bit for bit,
-// attention fp32 up to summation order. Supports head_dim 64, n_heads / n_kv_heads <= 4,
-// q4_1 / q8_0 linears with in <= 4096 (decode_stack_supported).
-struct stack_layer {
-  dev_matrix qkv;      // 3 segments: q [n_heads * 64], k, v [n_kv_heads * 64]
-  dev_matrix o;        // [d, n_heads * 64]
-  dev_matrix gate_up;  // 2 segments of ffn rows
-  dev_matrix down;     // [d, ffn]
-  const float* attn_norm = nullptr;
-  const float* ffn_norm = nullptr;
-  float* k = nullptr;  // this layer's pool (dev_kv::k / v)
-  float* v = nullptr;
-};
-struct stack_params {
-  const stack_layer* layers = nullptr;  // device memory [n_layers]
-  int n_layers = 0, d = 0, ffn = 0, n_heads = 0, n_kv_heads = 0;
-  float eps = 0.0f, scale = 0.0f;
-  dev_rope rope;
-  int64_t n_pages = 0;
-  int page_size = 0, max_pages = 0;
-  const int32_t* seq_lens = nullptr;      // [1]
-  const int32_t* page_table = nullptr;    // [max_pages]
-  const int32_t* slot_mapping = nullptr;  // [1]
-  float* x = nullptr;                     // [d] residual stream, updated in place
-  float* proj = nullptr;                  // [d] the last block's output
-  void* scratch = nullptr;                // decode_stack_scratch_bytes
-  unsigned* barrier = nullptr;            // decode_stack_barrier_bytes, zeroed once, left reusable
-};
-bool decode_stack_supported(const stack_layer& l, int n_heads, int n_kv_heads, int head_dim);
-// Blocks of the cooperative grid on `device` (SMs x resident blocks per SM).
-int decode_stack_grid(int device);
-size_t decode_stack_scratch_bytes(const stack_params& p, int grid);
-size_t decode_stack_barrier_bytes();
-// Cooperative launch (capturable into a CUDA graph); errors are left for cudaGetLastError.
-void decode_stack(const stack_params& p, int grid, cudaStream_t stream);
-
 }  // namespace tandem::cuda
