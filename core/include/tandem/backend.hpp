@@ -115,32 +115,6 @@ struct linear_prologue {
   tensor_view up;           // silu_mul: [n, in], the same shape as x (x is the gate)
 };
 
-// One llama decoder stack for a batch of ONE sequence decoding one token, fused by a
-// backend that can (batch-1 decode is latency bound). Built once by prepare_decode_stack.
-struct llama_stack_layer {
-  const linear_weight* wqkv = nullptr;     // q/k/v as one linear_group
-  const linear_weight* wo = nullptr;
-  const linear_weight* gate_up = nullptr;  // gate/up as one linear_group
-  const linear_weight* down = nullptr;
-  tensor_view attn_norm, ffn_norm;         // f32 [d]
-};
-struct llama_stack_desc {
-  std::vector<llama_stack_layer> layers;
-  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
-  float rms_eps = 0;
-  float attn_scale = 0;
-  rope_params rope;
-};
-class TANDEM_API fused_decode_stack {
- public:
-  virtual ~fused_decode_stack();
-  // x: [1, d] residual stream in (after the embedding), proj: [1, d]. Leaves x and proj
-  // exactly as the per-op loop of llama_model::run_layers leaves them after the last layer
-  // (the caller then does add_rms_norm(x, proj, output_norm)). batch: one sequence, one
-  // new token.
-  virtual void run(tensor_view x, tensor_view proj, kv_storage& kv, const attention_batch& batch) = 0;
-};
-
 class TANDEM_API backend : public plugin_object {
  public:
   ~backend() override;
@@ -208,11 +182,6 @@ class TANDEM_API backend : public plugin_object {
     (void)key;
     body();
   }
-
-  // The whole decoder stack of d as one fused op for batch-1 decode (run() may be called
-  // eagerly or inside run_recorded). nullptr: this backend has no fused stack for these
-  // weights (the default); the caller then runs the per-op loop.
-  virtual std::unique_ptr<fused_decode_stack> prepare_decode_stack(const llama_stack_desc& d);
 
  protected:
   // For linear(): when w is a linear_group, runs each part into its slice of y and

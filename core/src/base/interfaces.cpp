@@ -13,8 +13,6 @@ namespace tandem {
 plugin_object::~plugin_object() = default;
 weight_format::~weight_format() = default;
 backend::~backend() = default;
-fused_decode_stack::~fused_decode_stack() = default;
-std::unique_ptr<fused_decode_stack> backend::prepare_decode_stack(const llama_stack_desc&) { return nullptr; }
 device_buffer::~device_buffer() = default;
 linear_weight::~linear_weight() = default;
 kv_storage::~kv_storage() = default;
