@@ -693,12 +693,15 @@ void launch_gemv(const dev_exl3& w, const __half* xh, int rows, float* acc, cuda
 }
 
 // The variant in force: set by exl3_gemv_set_variant, else TANDEM_EXL3_GEMV_VARIANT (read
-// once), else 0.
+// once), else default_variant: 4 (G8+extract), the fastest at K=4 on the H200 (afd383b:
+// 23.0 us on 8192^2 against v0's 27.1, 44.4% of copy on 16384^2 against 36.3%; 8 / 16 rows
+// within 1.12 / 1.38x of one row) and never slower than v0 at K = 2..8.
+constexpr int default_variant = 4;
 int& variant_slot() {
   static int v = [] {
     const char* e = std::getenv("TANDEM_EXL3_GEMV_VARIANT");
-    const int x = e ? std::atoi(e) : 0;
-    return x >= 0 && x < exl3_gemv_variants ? x : 0;
+    const int x = e ? std::atoi(e) : default_variant;
+    return x >= 0 && x < exl3_gemv_variants ? x : default_variant;
   }();
   return v;
 }

@@ -56,7 +56,7 @@ void exl3_output_transform(const dev_exl3& w, const float* acc, int64_t rows, co
 
 // Implementation variants of exl3_gemv_rotated's kernel (same results up to the fp32
 // summation order; gemv.cu's header says what each changes). The default is
-// TANDEM_EXL3_GEMV_VARIANT (read once) or 0; the setter is for tests and benchmarks and
+// TANDEM_EXL3_GEMV_VARIANT (read once) or 4 (gemv.cu says why); the setter is for tests and benchmarks and
 // takes effect at the next launch (host-side: a CUDA graph keeps the variant it captured).
 inline constexpr int exl3_gemv_variants = 7;
 int exl3_gemv_variant();
