@@ -721,7 +721,7 @@ void exl3_gemv_rotated(const dev_exl3& w, const __half* xh, int64_t rows, float*
 }
 
 int exl3_gemv_variant() { return variant_slot(); }
-void exl3_gemv_set_variant(int v) { variant_slot() = v >= 0 && v < exl3_gemv_variants ? v : 0; }
+void exl3_gemv_set_variant(int v) { variant_slot() = v >= 0 && v < exl3_gemv_variants ? v : default_variant; }
 const char* exl3_gemv_variant_name(int v) {
   switch (v) {
     case 1: return "lean";

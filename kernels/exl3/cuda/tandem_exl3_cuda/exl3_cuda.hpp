@@ -56,11 +56,12 @@ void exl3_output_transform(const dev_exl3& w, const float* acc, int64_t rows, co
 
 // Implementation variants of exl3_gemv_rotated's kernel (same results up to the fp32
 // summation order; gemv.cu's header says what each changes). The default is
-// TANDEM_EXL3_GEMV_VARIANT (read once) or 4 (gemv.cu says why); the setter is for tests and benchmarks and
-// takes effect at the next launch (host-side: a CUDA graph keeps the variant it captured).
+// TANDEM_EXL3_GEMV_VARIANT (read once) or 4 (gemv.cu says why); the setter is for tests
+// and benchmarks and takes effect at the next launch (host-side: a CUDA graph keeps the
+// variant it captured).
 inline constexpr int exl3_gemv_variants = 7;
 int exl3_gemv_variant();
-void exl3_gemv_set_variant(int variant);  // out-of-range values select 0
+void exl3_gemv_set_variant(int variant);  // out-of-range values select the default (4)
 const char* exl3_gemv_variant_name(int variant);
 
 // Scratch of exl3_gemv for `rows` rows (xh and the accumulators).
