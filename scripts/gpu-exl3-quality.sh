@@ -6,6 +6,9 @@
 # (.gpu-model*/, see gpu-env.sh). Writes $OUT/exl3_quality.md and logs.
 #
 #   OUT=$OUT KS="2 3 4 5 6 8" bash scripts/gpu-exl3-quality.sh
+#   Q8_QUALITY=1 ...   also measures each K with backend.cuda's int8-activation EXL3 GEMV
+#                      (--quantized-set q8_activations=true; the source stays exact), one
+#                      more table in $OUT/exl3_quality_q8.md
 set -uo pipefail
 source "$(dirname "$0")/gpu-env.sh"
 [ -n "$MODEL" ] || { echo "the default model's pieces are not all here"; exit 1; }
@@ -24,6 +27,23 @@ QUANT_ARGS="--device cuda" QUALITY_ARGS="--backend backend.cuda --set q8_activat
   > "$OUT/exl3_quality.md" 2> "$OUT/exl3_quality.err"
 echo "sweep rc=$?"
 cp "$WORK"/quantize_k*.log "$OUT/" 2>/dev/null
+if [ -n "${Q8_QUALITY:-}" ]; then
+  step "int8-activation GEMV (q8_activations=true for the EXL3 model only)"
+  echo "| K | PPL source | PPL EXL3 q8 | mean KL (nats) | top-1 agree |" > "$OUT/exl3_quality_q8.md"
+  echo "|---|---|---|---|---|" >> "$OUT/exl3_quality_q8.md"
+  for k in ${KS:-2 3 4 5 6 8}; do
+    [ -f "$WORK/k$k/config.json" ] || continue
+    j=$(timeout 120 "$BUILD/bench/exl3/bench_exl3_quality" --source "$MODEL" --quantized "$WORK/k$k" --json \
+          --backend backend.cuda --set q8_activations=false --quantized-set q8_activations=true 2>> "$OUT/exl3_quality.err")
+    python3 - "$k" "$j" >> "$OUT/exl3_quality_q8.md" <<'PY'
+import json, sys
+k, j = sys.argv[1:]
+q = json.loads(j)
+print(f"| {k} | {q['ppl_source']:.2f} | {q['ppl_quantized']:.2f} | {q['mean_kl']:.5f} | {100 * q['top1_agreement']:.1f}% |")
+PY
+  done
+  cat "$OUT/exl3_quality_q8.md"
+fi
 cat "$OUT/exl3_quality.md"; tail -5 "$OUT/exl3_quality.err"
 for k in ${SERVE_K:-4}; do
   [ -f "$WORK/k$k/config.json" ] || continue

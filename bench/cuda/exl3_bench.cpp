@@ -6,6 +6,8 @@
 //    backend.cuda runs it) on 8192^2 weights at K = 2, 3, 4, 6, 8 and 16384^2 at K = 4, 8:
 //    microseconds, % of the copy bandwidth (trellis bytes, K/8 per weight); the GEMV kernel
 //    alone (exl3_gemv_rotated); 8 and 16 rows as a multiple of the 1-row time;
+//  - the same for the int8-activation GEMV (exl3_gemv with q8_activations, gemv_q8.cu),
+//    listed as variant 7 (= exl3_gemv_variants, after the fp16 variants 0..6), "q8";
 //  - exl3_reconstruct (Ŵ to fp16, the prefill path's decode) in microseconds (one variant).
 // Each figure is the median of 15 replays of a CUDA graph of 20 launches that rotate over
 // enough weight copies to exceed 3x the L2 (so weights come from DRAM, as in decode).
@@ -90,17 +92,23 @@ int main() {
       }
       auto mat = [&](int i) { return xc::dev_exl3{K, 2, k, n, tr[i % copies], suh, svh, nullptr}; };
       void* ws = bench::dev_alloc<uint8_t>(xc::exl3_gemv_scratch_bytes(mat(0), 16));
+      bool q8 = false;
       auto lin = [&](int r) {
-        return graph_us(s, [&](int i) { xc::exl3_gemv(mat(i), x, r, k, nullptr, n, y, ws, s); });
+        return graph_us(s, [&](int i) { xc::exl3_gemv(mat(i), x, r, k, nullptr, n, y, ws, s, q8); });
       };
       auto* xh16 = static_cast<__half*>(ws);
       auto* acc = reinterpret_cast<float*>(static_cast<uint8_t*>(ws) + ((16 * k * 2 + 255) / 256 * 256));
       const double recon_us = graph_us(s, [&](int i) { xc::exl3_reconstruct(mat(i), w_hat, s); });
-      for (int v = 0; v < variants; ++v) {
-        xc::exl3_gemv_set_variant(v);  // read when the graph is captured
-        lin(1);                        // first launches: attributes, occupancy queries
+      for (int v = 0; v <= variants; ++v) {  // v == variants: the q8 path
+        q8 = v == variants;
+        xc::exl3_gemv_set_variant(q8 ? 0 : v);  // read when the graph is captured
+        lin(1);                                 // first launches: attributes, occupancy queries
         row rw{N, K, v, lin(1), 0, lin(8), lin(16), recon_us, 0};
-        rw.us1_kernel = graph_us(s, [&](int i) { xc::exl3_gemv_rotated(mat(i), xh16, 1, acc, s); });
+        // Kernel alone, on the activations (fp16 or q8 records) the last lin(16) left in ws.
+        rw.us1_kernel = graph_us(s, [&](int i) {
+          if (q8) xc::exl3_gemv_rotated_q8(mat(i), xh16, 1, acc, s);
+          else xc::exl3_gemv_rotated(mat(i), xh16, 1, acc, s);
+        });
         rw.pct = 100.0 * static_cast<double>(tbytes) / (rw.us1 * 1e-6) / 1e9 / copy;
         rows.push_back(rw);
       }
@@ -145,8 +153,8 @@ int main() {
   std::printf("%-2s %-16s | 8192^2 1-row us K=2    3    4    6    8 | gemv-only K4 | 16384^2 K4 us %%copy | "
               "max 8r 16r | K4 vs v0 vs exl3\n",
               "v", "name");
-  for (int v = 0; v < variants; ++v) {
-    std::printf("%-2d %-16s |                  ", v, xc::exl3_gemv_variant_name(v));
+  for (int v = 0; v <= variants; ++v) {
+    std::printf("%-2d %-16s |                  ", v, v == variants ? "q8 (int8 act.)" : xc::exl3_gemv_variant_name(v));
     for (int K : {2, 3, 4, 6, 8}) {
       const row* r = find(8192, K, v);
       std::printf(" %4.1f", r ? r->us1 : 0.0);

@@ -4,7 +4,7 @@
 //
 //   build/bench/exl3/bench_exl3_quality --source MODEL.gguf --quantized DIR \
 //       [--text /usr/share/common-licenses/GPL-3] [--ctx 512] [--max-tokens 0] \
-//       [--backend backend.cpu] [--set key=value ...] [--json]
+//       [--backend backend.cpu] [--set key=value ...] [--quantized-set key=value ...] [--json]
 //
 // The text is tokenized with the source model's tokenizer (the quantized directory's
 // tokenizer.json must give the same ids: checked, an error otherwise) and cut into windows
@@ -14,7 +14,9 @@
 //   KL    = sum_v p_src(v) (log p_src(v) - log p_q(v))   -> mean KL (nats)
 //   top-1 = argmax p_src == argmax p_q  -> agreement
 // Both models sit on the same backend (--backend, default backend.cpu with exact float
-// linears; --set sets that backend's settings). Exit 1 with a message on any bad input.
+// linears; --set sets that backend's settings for both, --quantized-set for the quantized
+// model's only, e.g. to measure backend.cuda's int8-activation EXL3 GEMV against an exact
+// source). Exit 1 with a message on any bad input.
 #include <boost/program_options.hpp>
 #include <algorithm>
 #include <chrono>
@@ -102,7 +104,7 @@ int main(int argc, char** argv) {
   std::string source, quantized, text = "/usr/share/common-licenses/GPL-3", backend_name = "backend.cpu";
   int ctx = 512;
   int64_t max_tokens = 0;
-  std::vector<std::string> sets;
+  std::vector<std::string> sets, qsets;
   po::options_description desc("bench_exl3_quality --source MODEL.gguf --quantized DIR [options]");
   desc.add_options()("help,h", "this help")
       ("source", po::value(&source)->required(), "the source GGUF (weights.gguf)")
@@ -112,6 +114,7 @@ int main(int argc, char** argv) {
       ("max-tokens", po::value(&max_tokens)->default_value(0), "use at most this many text tokens (0 = all)")
       ("backend", po::value(&backend_name)->default_value(backend_name), "backend plugin for both models")
       ("set", po::value(&sets)->composing(), "backend setting key=value (backend.cpu default here: linear=float)")
+      ("quantized-set", po::value(&qsets)->composing(), "backend setting key=value for the quantized model only")
       ("json", "one JSON line instead of the table");
   po::variables_map vm;
   try {
@@ -135,21 +138,26 @@ int main(int argc, char** argv) {
     plugin_host host(plugin_host::default_search_path());
     config bcfg = defaults_of(host, backend_name);
     if (backend_name == "backend.cpu") bcfg.set("linear", std::string("float"));
-    for (const std::string& s : sets) {
-      const auto eq = s.find('=');
-      if (eq == std::string::npos) throw error("--set '" + s + "': expected key=value");
-      const std::string key = s.substr(0, eq);
-      const config_key* k = nullptr;
-      for (const config_key& c : host.find(backend_name).keys())
-        if (key == c.key) k = &c;
-      if (!k) throw error("--set: " + backend_name + " has no setting '" + key + "'");
-      const auto v = parse_config_value(k->type, s.substr(eq + 1));
-      if (!v) throw error("--set " + s + ": not a valid value");
-      bcfg.set(key, *v);
-    }
+    auto apply = [&](config& cfg, const std::vector<std::string>& list, const char* opt) {
+      for (const std::string& s : list) {
+        const auto eq = s.find('=');
+        if (eq == std::string::npos) throw error(std::string(opt) + " '" + s + "': expected key=value");
+        const std::string key = s.substr(0, eq);
+        const config_key* k = nullptr;
+        for (const config_key& c : host.find(backend_name).keys())
+          if (key == c.key) k = &c;
+        if (!k) throw error(std::string(opt) + ": " + backend_name + " has no setting '" + key + "'");
+        const auto v = parse_config_value(k->type, s.substr(eq + 1));
+        if (!v) throw error(std::string(opt) + " " + s + ": not a valid value");
+        cfg.set(key, *v);
+      }
+    };
+    apply(bcfg, sets, "--set");
+    config qcfg = bcfg;
+    apply(qcfg, qsets, "--quantized-set");
     const auto t0 = std::chrono::steady_clock::now();
     loaded src = load(host, "weights.gguf", source, backend_name, bcfg, ctx);
-    loaded q = load(host, "weights.exl3", quantized, backend_name, bcfg, ctx);
+    loaded q = load(host, "weights.exl3", quantized, backend_name, qcfg, ctx);
     if (src.hp.vocab != q.hp.vocab || src.hp.n_layers != q.hp.n_layers || src.hp.hidden != q.hp.hidden)
       throw error("the quantized model's shape (vocab, layers, hidden) differs from the source's");
     if (ctx > src.hp.context) {

@@ -42,7 +42,8 @@ struct cuda_options {
   int64_t memory_mb = 0;  // KV and workspace budget; 0 = 90% of free memory less 2 GiB
   bool graphs = true;     // record run_recorded() bodies as CUDA graphs
   bool gemm = true;       // tensor-core GEMM for steps of more than 8 rows (else GEMV only)
-  bool q8_activations = true;  // decode GEMV with activations quantized as backend.cpu's q8 (else f32)
+  bool q8_activations = true;  // decode GEMV with activations quantized as backend.cpu's q8 (else f32;
+                               // EXL3 MUL1: int8 activations per 128-block, else fp16)
 };
 
 class cuda_backend final : public backend {

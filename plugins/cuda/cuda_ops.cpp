@@ -122,7 +122,8 @@ void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) 
     const float* xp = f32(x, "linear", "x");
     float* yp = f32(y, "linear", "y");
     if (n == 0) return;
-    run_exl3_linear(*e, xp, n, yp, grow(x16_, exl3_workspace_bytes(*e, n), "linear"), cublas_, stream_);
+    run_exl3_linear(*e, xp, n, yp, grow(x16_, exl3_workspace_bytes(*e, n), "linear"), cublas_, stream_,
+                    opt_.q8_activations);
     check_launch("linear (exl3)");
     return;
   }

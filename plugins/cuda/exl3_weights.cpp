@@ -58,11 +58,11 @@ size_t exl3_workspace_bytes(const cuda_exl3_linear& w, int64_t rows) {
 }
 
 void run_exl3_linear(const cuda_exl3_linear& w, const float* x, int64_t rows, float* y, void* workspace,
-                     cublasHandle_t cublas, cudaStream_t stream) {
+                     cublasHandle_t cublas, cudaStream_t stream, bool q8_activations) {
   const exl3::cuda::dev_exl3& d = w.dev();
   const int64_t in = w.in_features(), out = w.out_features();
   if (rows <= exl3::cuda::exl3_gemv_max_rows) {
-    exl3::cuda::exl3_gemv(d, x, rows, in, w.col_to_out(), out, y, workspace, stream);
+    exl3::cuda::exl3_gemv(d, x, rows, in, w.col_to_out(), out, y, workspace, stream, q8_activations);
     return;
   }
   auto* base = static_cast<uint8_t*>(workspace);

@@ -47,8 +47,10 @@ inline const cuda_exl3_linear* as_exl3(const linear_weight& w) { return dynamic_
 size_t exl3_workspace_bytes(const cuda_exl3_linear& w, int64_t rows);
 
 // y [rows, out] = x [rows, in] W^T (+ bias) on `stream`; `workspace` has
-// exl3_workspace_bytes(w, rows) bytes. Launch errors are left for cudaGetLastError.
+// exl3_workspace_bytes(w, rows) bytes. q8_activations: up to 16 rows of MUL1 weights go
+// through the int8-activation GEMV (exl3_cuda.hpp). Launch errors are left for
+// cudaGetLastError.
 void run_exl3_linear(const cuda_exl3_linear& w, const float* x, int64_t rows, float* y, void* workspace,
-                     cublasHandle_t cublas, cudaStream_t stream);
+                     cublasHandle_t cublas, cudaStream_t stream, bool q8_activations);
 
 }  // namespace tandem::cuda

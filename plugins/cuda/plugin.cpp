@@ -19,7 +19,8 @@ const config_key keys[] = {
     {"gemm", config_type::boolean, "true",
      "f16 tensor-core GEMM for steps of more than 8 tokens (weights dequantized once at load)"},
     {"q8_activations", config_type::boolean, "true",
-     "decode GEMV quantizes activations to 8 bits as backend.cpu's default linear (false: f32 dots, as linear=float)"},
+     "decode GEMV quantizes activations to 8 bits as backend.cpu's default linear (false: f32 dots, as linear=float); "
+     "EXL3 MUL1 weights: int8 activations per 128-block, the tensor core doing the codebook's byte sums"},
 };
 
 // The module carries machine code for sm_90a (H100/H200) and sm_121a (GB10) only.

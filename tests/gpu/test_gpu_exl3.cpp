@@ -23,6 +23,7 @@
 //    backend.cpu's exact path (linear_ref on zero-extended x, columns picked by out_perm).
 //
 //   build/tests/gpu/test_gpu_exl3        (meson test --suite gpu gpu_exl3)
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -51,7 +52,12 @@ std::mt19937& rng() {
   return r;
 }
 
+// The exact path (EXL3 GEMV on fp16 activations); q8_gpu() is backend.cuda's default.
 cuda::cuda_backend& gpu() {
+  static cuda::cuda_backend be({.q8_activations = false});
+  return be;
+}
+cuda::cuda_backend& q8_gpu() {
   static cuda::cuda_backend be;
   return be;
 }
@@ -149,7 +155,7 @@ linear_refs make_refs(const host_exl3& h, const std::vector<float>& W, const std
 
 // Checks y [rows][n] (GPU) against the GPU-rounding reference and x·W in f64.
 void check_linear(const host_exl3& h, const linear_refs& r, int64_t rows, const std::vector<float>& y,
-                  const std::string& what) {
+                  const std::string& what, double max_rel_f64 = 3e-3) {
   int64_t bad = 0, same = 0;
   double worst = 0.0;
   for (int64_t i = 0; i < rows * h.n; ++i) {
@@ -176,11 +182,82 @@ void check_linear(const host_exl3& h, const linear_refs& r, int64_t rows, const 
               "rel err vs f64 x*W %.2e\n",
               what.c_str(), static_cast<long long>(rows), 100.0 * same / static_cast<double>(rows * h.n), worst, rel);
   BOOST_TEST(bad == 0, what << ", " << rows << " rows: " << bad << " elements off linear_ref(gpu)");
-  BOOST_TEST(rel < 3e-3, what << ", " << rows << " rows: rel err " << rel << " vs f64 x*W");
+  BOOST_TEST(rel < max_rel_f64, what << ", " << rows << " rows: rel err " << rel << " vs f64 x*W");
+}
+
+// The int8-activation GEMV's reference (exl3_gemv with q8_activations, gemv_q8.cu), MUL1:
+// x̂ as hadamard128_input_gpu makes it, quantized per row and 128-block as input_q8_kernel
+// does in f32 (inv = 127 / max|x̂|, round half to even, alpha = s·k_inv, beta = s·c0·Σq per
+// 16-column band), times the unrounded weights (1024 + bs)·k_inv + k_bias summed in f64,
+// then the output Hadamard, ·svh and +bias rounded as linear_ref(gpu) rounds them. The GPU
+// differs only by its fp32 folds and atomics, so check_linear's tolerances apply.
+std::vector<float> q8_reference(const host_exl3& h, const std::vector<float>& x, int64_t rows) {
+  const int64_t k = h.k, n = h.n;
+  std::vector<uint16_t> w_hat(static_cast<size_t>(k * n));
+  ex::decode_rotated(h.mat(), w_hat.data());
+  const float k_inv = ex::f16_to_f32(0x1EEE), k_bias = ex::f16_to_f32(0xC931);
+  const float c0 = 1024.0f * k_inv + k_bias;
+  // The byte sum of each weight, recovered from its fp16 value (MUL1 values are 0.0068 apart,
+  // more than 3 fp16 ulps at |w| < 4, so the rounding is invertible).
+  std::vector<int32_t> bs(w_hat.size());
+  int64_t not_mul1 = 0;
+  for (size_t i = 0; i < w_hat.size(); ++i) {
+    const double w = ex::f16_to_f32(w_hat[i]);
+    bs[i] = static_cast<int32_t>(std::lround((w - k_bias) / k_inv - 1024.0));
+    not_mul1 += bs[i] < 0 || bs[i] > 1020 || ex::double_to_half((1024.0 + bs[i]) * k_inv + k_bias) != w_hat[i];
+  }
+  BOOST_REQUIRE_MESSAGE(not_mul1 == 0, not_mul1 << " weights are not MUL1 values");
+  std::vector<float> y(static_cast<size_t>(rows * n));
+  std::vector<uint16_t> x16(k), xh(k), out16(n);
+  std::vector<double> acc(n);
+  std::vector<float> accf(n);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < k; ++i) x16[i] = ex::f32_to_f16(x[r * k + i]);
+    ex::hadamard128_input_gpu(x16.data(), h.suh.data(), k, xh.data());
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t b = 0; b < k; b += 128) {
+      float amax = 0.0f;
+      for (int64_t i = b; i < b + 128; ++i) amax = std::max(amax, std::fabs(ex::f16_to_f32(xh[i])));
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f, scale = amax / 127.0f;
+      const float alpha = scale * k_inv;
+      std::vector<int64_t> dot(n, 0);
+      for (int64_t band = b; band < b + 128; band += 16) {
+        int sum = 0;
+        for (int64_t i = band; i < band + 16; ++i) {
+          const float t = ex::f16_to_f32(xh[i]) * inv;
+          const int q = std::clamp(static_cast<int>(std::nearbyint(t)), -127, 127);
+          sum += q;
+          for (int64_t j = 0; j < n; ++j) dot[j] += int64_t{q} * bs[i * n + j];
+        }
+        const float beta = scale * c0 * static_cast<float>(sum);
+        for (int64_t j = 0; j < n; ++j) acc[j] += beta;
+      }
+      for (int64_t j = 0; j < n; ++j) acc[j] += double{alpha} * static_cast<double>(dot[j]);
+    }
+    for (int64_t j = 0; j < n; ++j) accf[j] = static_cast<float>(acc[j]);
+    ex::hadamard128_output_gpu(accf.data(), h.svh.data(), n, out16.data());
+    for (int64_t j = 0; j < n; ++j)
+      y[r * n + j] = ex::f16_to_f32(h.bias.empty() ? out16[j] : ex::f16_add(out16[j], h.bias[j]));
+  }
+  return y;
+}
+
+// exl3_gemv with q8_activations on MUL1 weights against q8_reference (check_linear's
+// tolerances), and against x·W in f64 within the int8 activations' error (rel < 2e-2).
+void run_q8_case(const host_exl3& h, const dev_exl3& d, const std::vector<float>& x, const linear_refs& refs,
+                 int64_t rows, const std::string& what) {
+  linear_refs q = refs;
+  q.ref = q8_reference(h, x, rows);
+  dvec<float> xd(gpu(), x), y(gpu(), rows * h.n);
+  dvec<uint8_t> ws(gpu(), static_cast<int64_t>(xc::exl3_gemv_scratch_bytes(d.d, rows)));
+  xc::exl3_gemv(d.d, static_cast<const float*>(xd.buf->data()), rows, h.k, nullptr, h.n,
+                static_cast<float*>(y.buf->data()), ws.buf->data(), gpu().stream(), true);
+  sync_check((what + " q8").c_str());
+  check_linear(h, q, rows, y.host(), what + " q8", 2e-2);
 }
 
 // Every GEMV variant (exl3_gemv_set_variant) on the same inputs against the same references;
-// the variant in force before is restored.
+// the variant in force before is restored. MUL1 also runs the int8-activation path.
 void run_gemv_case(int K, int cb, int64_t k, int64_t n, std::initializer_list<int64_t> rows_list, bool bias) {
   const host_exl3 h = random_exl3(K, cb, k, n, bias);
   const dev_exl3 d(h);
@@ -204,6 +281,7 @@ void run_gemv_case(int K, int cb, int64_t k, int64_t n, std::initializer_list<in
       sync_check(w.c_str());
       check_linear(h, refs, rows, y.host(), w);
     }
+    if (xc::exl3_gemv_q8_supported(d.d)) run_q8_case(h, d, x, refs, rows, what);
   }
   xc::exl3_gemv_set_variant(saved);
 }
@@ -310,6 +388,27 @@ BOOST_AUTO_TEST_CASE(backend_linear_with_padding_perm_and_bias) {
         }
       BOOST_TEST(bad == 0, "backend linear K=" << K << " cb=" << cb << " rows " << rows << ": " << bad << " of "
                                                << rows * out << " outputs off the reference");
+      // backend.cuda's default (q8_activations): MUL1 GEMVs take int8 activations, within
+      // their error of the exact reference; other codebooks and > 16 rows stay exact.
+      if (rows <= 16) {
+        auto wq = q8_gpu().load_linear(t);
+        dvec<float> xq(q8_gpu(), x), yq(q8_gpu(), rows * out);
+        q8_gpu().linear(*wq, xq.view({rows, in}), yq.view({rows, out}));
+        const std::vector<float> gq = yq.host();
+        double num = 0.0, den = 0.0, exact_diff = 0.0;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t o = 0; o < out; ++o) {
+            const double ref = yp[r * n + perm[o]];  // linear_ref includes the bias
+            num += (gq[r * out + o] - ref) * (gq[r * out + o] - ref);
+            den += ref * ref;
+            exact_diff = std::max(exact_diff, std::fabs(double{gq[r * out + o]} - got[r * out + o]));
+          }
+        const double rel = std::sqrt(num / den);
+        std::printf("  backend q8 K=%d cb=%d rows %lld: rel err %.2e vs exact ref, max |q8 - exact| %.3g\n", K, cb,
+                    static_cast<long long>(rows), rel, exact_diff);
+        BOOST_TEST(rel < (cb == 2 ? 2e-2 : 1e-3), "backend q8 linear K=" << K << " cb=" << cb << " rows " << rows);
+        if (cb == 2) BOOST_TEST(exact_diff > 0.0, "q8 on MUL1 must take the int8 path (bit-identical to exact)");
+      }
     }
     // A group of EXL3 parts is not concatenated: it loads as separate linears.
     const tensor_info* parts[2] = {&t, &t};

@@ -2,27 +2,14 @@
 // exactly as tandem_exl3's hadamard128_input_gpu / hadamard128_output_gpu: one warp per
 // 128-chunk of a row, lane t holding elements 4t..4t+3; butterflies over index bits 0-1 in
 // registers, then bits 2-6 by shuffles (the upper partner takes lower - upper), in f32.
-#include "decode.cuh"
+#include "hadamard.cuh"
 #include "tandem_exl3_cuda/exl3_cuda.hpp"
 
 namespace tandem::exl3::cuda {
 namespace {
 
-constexpr float had_scale = 0.088388347648f;  // tandem::exl3::hadamard_scale
-
-__device__ __forceinline__ void butterflies(float v[4], int lane) {
-  float a = v[0] + v[1], b = v[0] - v[1], c = v[2] + v[3], d = v[2] - v[3];  // h = 1
-  v[0] = a + c, v[2] = a - c, v[1] = b + d, v[3] = b - d;                  // h = 2
-#pragma unroll
-  for (int m = 1; m < 32; m <<= 1) {  // h = 4 .. 64: partner lane ^ m
-    const bool upper = lane & m;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float o = __shfl_xor_sync(0xffffffffu, v[i], m);
-      v[i] = upper ? o - v[i] : v[i] + o;
-    }
-  }
-}
+using detail::butterflies;
+using detail::had_scale;
 
 __global__ void __launch_bounds__(256) input_kernel(const float* __restrict__ x, int64_t rows, int64_t in, int64_t k,
                                                     const __half* __restrict__ suh, __half* __restrict__ xh,
@@ -31,23 +18,15 @@ __global__ void __launch_bounds__(256) input_kernel(const float* __restrict__ x,
   detail::pdl_trigger();
   const int lane = threadIdx.x & 31;
   const int64_t chunk = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) >> 5;
-  if (zero_acc != nullptr) {
-    const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-    for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < acc_count / 4; i += stride)
-      reinterpret_cast<float4*>(zero_acc)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  if (zero_acc != nullptr) detail::zero_grid(zero_acc, acc_count);
   const int64_t chunks_per_row = k / 128;
   if (chunk >= rows * chunks_per_row) return;
   const int64_t row = chunk / chunks_per_row, col = (chunk % chunks_per_row) * 128 + lane * 4;
   float v[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float xv = col + i < in ? x[row * in + col + i] : 0.0f;
-    v[i] = __half2float(__hmul_rn(__float2half_rn(xv), suh[col + i]));
-  }
-  butterflies(v, lane);
-  __half2 h0 = __halves2half2(__float2half_rn(v[0] * had_scale), __float2half_rn(v[1] * had_scale));
-  __half2 h1 = __halves2half2(__float2half_rn(v[2] * had_scale), __float2half_rn(v[3] * had_scale));
+  detail::input_rotate(x, row, in, col, suh, lane, v);
+  // v is fp16-rounded already: converting back is exact.
+  __half2 h0 = __floats2half2_rn(v[0], v[1]);
+  __half2 h1 = __floats2half2_rn(v[2], v[3]);
   uint2 o;
   o.x = *reinterpret_cast<uint32_t*>(&h0);
   o.y = *reinterpret_cast<uint32_t*>(&h1);

@@ -64,11 +64,25 @@ int exl3_gemv_variant();
 void exl3_gemv_set_variant(int variant);  // out-of-range values select the default (4)
 const char* exl3_gemv_variant_name(int variant);
 
-// Scratch of exl3_gemv for `rows` rows (xh and the accumulators).
+// int8 activations ("q8", gemv_q8.cu), MUL1 weights only: the rotated activations x̂ (as
+// exl3_input_transform makes them) quantized to int8 per row and 128-block (round to
+// nearest, scale max|x̂|/127), against the weights' unrounded MUL1 values; the tensor core
+// then does the MUL1 byte sums. Not bit-exact with linear_ref: the error is the activations'
+// 8-bit rounding (relative ~0.5% per output on Gaussian inputs).
+bool exl3_gemv_q8_supported(const dev_exl3& w);
+// xq: one 32-byte record per row and 16 columns (rows * k * 2 bytes, the size of xh): the
+// 16 int8 values, then fp32 {s·k_inv, s·c0·Σq, 0, 0}. zero_acc as exl3_input_transform.
+void exl3_input_transform_q8(const dev_exl3& w, const float* x, int64_t rows, int64_t in, void* xq,
+                             float* zero_acc, cudaStream_t stream);
+// acc [rows][n] += x̂q · Ŵ (the records of exl3_input_transform_q8), rows <= 16.
+void exl3_gemv_rotated_q8(const dev_exl3& w, const void* xq, int64_t rows, float* acc, cudaStream_t stream);
+
+// Scratch of exl3_gemv for `rows` rows (xh or xq, and the accumulators).
 size_t exl3_gemv_scratch_bytes(const dev_exl3& w, int64_t rows);
 // The whole decode linear: input transform, fused GEMV, output transform (16 rows per pass;
-// `scratch` sized for min(rows, 16) rows suffices).
+// `scratch` sized for min(rows, 16) rows suffices). q8_activations: the int8 path above
+// where exl3_gemv_q8_supported(w), else the fp16 one.
 void exl3_gemv(const dev_exl3& w, const float* x, int64_t rows, int64_t in, const int32_t* col_to_out,
-               int64_t out, float* y, void* scratch, cudaStream_t stream);
+               int64_t out, float* y, void* scratch, cudaStream_t stream, bool q8_activations = false);
 
 }  // namespace tandem::exl3::cuda
