@@ -99,4 +99,109 @@ void launch_units(const dev_exl3& w, int g, int smem, const X* xh, int rows, flo
                      blocks * warps_per_block);
 }
 
+// The units one warp computes, in order (gemv.cu's design): where the next unit's trellis
+// and activations come from, advanced one 16-row band at a time and wrapping to the top of
+// the next column group, and the ring stage they go to. L is the kernel's layout (G, D,
+// unit_bytes, stage_bytes, chunks). Activations are 32 bytes per row and band (16 fp16
+// values, or a q8 record) with rows k * 2 bytes apart; lanes < 2 * rows copy one 16-byte
+// half of one row's band, into rows a_stride words apart after the unit's trellis.
+template <class L, int K>
+struct unit_stream {
+  uint32_t ring_s, ring_end, lst;  // the ring, the stage being filled
+  int lane, ltk, tiles_k32;
+  bool a_lane;
+  int64_t band_bytes, wrap_bytes, a_wrap;
+  const uint8_t* wsrc;
+  const uint8_t* asrc;
+  uint32_t a_off;
+
+  __device__ __forceinline__ unit_stream(uint32_t ring, int lane_, int rows, int64_t u0, int64_t k, int64_t n,
+                                         const uint8_t* trellis, const uint8_t* act)
+      : ring_s(ring), ring_end(ring + L::D * L::stage_bytes), lst(ring), lane(lane_) {
+    const int64_t tiles_k = k / 16, tiles_n = n / 16;
+    tiles_k32 = static_cast<int>(tiles_k);
+    a_lane = lane < 2 * rows;
+    band_bytes = tiles_n * (32 * K);
+    wrap_bytes = L::G * 32 * K - (tiles_k - 1) * band_bytes;
+    a_wrap = -(tiles_k - 1) * 32;
+    ltk = static_cast<int>(u0 % tiles_k);
+    wsrc = trellis + ltk * band_bytes + (u0 / tiles_k) * (L::G * 32 * K) + lane * 16;
+    asrc = act + (lane >> 1) * (k * 2) + ltk * 32 + (lane & 1) * 16;
+    a_off = L::unit_bytes + (lane >> 1) * (a_stride * 4) + (lane & 1) * 16;
+  }
+  __device__ __forceinline__ void request_w(uint32_t stage) const {
+#pragma unroll
+    for (int c = 0; c < (L::chunks + 31) / 32; ++c)
+      if (L::chunks % 32 == 0 || c * 32 + lane < L::chunks) cp_async_cg(stage + c * 512 + lane * 16, wsrc + c * 512);
+  }
+  __device__ __forceinline__ void request_a(uint32_t stage) const {
+    if (a_lane) cp_async_ca(stage + a_off, asrc);
+  }
+  __device__ __forceinline__ void next_band() {
+    const bool wrap = ++ltk == tiles_k32;
+    ltk = wrap ? 0 : ltk;
+    wsrc += wrap ? wrap_bytes : band_bytes;
+    asrc += wrap ? a_wrap : 32;
+  }
+  __device__ __forceinline__ void advance() {
+    lst = lst + L::stage_bytes == ring_end ? ring_s : lst + L::stage_bytes;
+    next_band();
+  }
+  // The first D - 1 units of `count`: their weights before waiting on the previous kernel
+  // (weights are constants), their activations (and the zeroed accumulators) after it.
+  __device__ __forceinline__ void prologue(int count) {
+    const uint8_t *w0 = wsrc, *a0 = asrc;
+    const int t0 = ltk;
+    uint32_t st = ring_s;
+#pragma unroll
+    for (int s = 0; s < L::D - 1; ++s) {
+      if (s < count) request_w(st);
+      st += L::stage_bytes;
+      next_band();
+    }
+    wsrc = w0, asrc = a0, ltk = t0;
+    detail::pdl_wait();
+#pragma unroll
+    for (int s = 0; s < L::D - 1; ++s) {
+      if (s < count) request_a(lst);
+      cp_commit();
+      advance();
+    }
+  }
+  // At iteration i, once stage i - 1 is read by every lane: unit i + D - 1 goes into it.
+  __device__ __forceinline__ void refill(int i, int count) {
+    if (i + L::D - 1 < count) {
+      request_w(lst);
+      request_a(lst);
+    }
+    cp_commit();
+    advance();
+  }
+};
+
+// A warp's flush: its fp32 accumulators c (tile columns g and g + 8 of G tiles, activation
+// rows 8r + 2q and 8r + 2q + 1) plus extra[r][0 / 1] (one value per activation row, added to
+// every column) go into acc [rows][n] at column group tp with atomics; c is zeroed.
+template <int G, int RB>
+__device__ __forceinline__ void flush_columns(float* acc, int64_t tp, int64_t n, int rows, int g, int q,
+                                              float (&c)[G][RB][4], const float (&extra)[RB][2]) {
+  float* p = acc + tp * (G * 16) + g;
+#pragma unroll
+  for (int t = 0; t < G; ++t)
+#pragma unroll
+    for (int r = 0; r < RB; ++r) {
+      const int row = 8 * r + 2 * q;
+      if (row < rows) {
+        atomicAdd(p + row * n + t * 16, c[t][r][0] + extra[r][0]);
+        atomicAdd(p + row * n + t * 16 + 8, c[t][r][2] + extra[r][0]);
+      }
+      if (row + 1 < rows) {
+        atomicAdd(p + (row + 1) * n + t * 16, c[t][r][1] + extra[r][1]);
+        atomicAdd(p + (row + 1) * n + t * 16 + 8, c[t][r][3] + extra[r][1]);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) c[t][r][i] = 0.0f;
+    }
+}
+
 }  // namespace tandem::exl3::cuda::gemv_detail

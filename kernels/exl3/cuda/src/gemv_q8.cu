@@ -26,7 +26,7 @@
 //    band: 16 int8 values, then fp32 {s·k_inv, s·c0·Σ band q, 0, 0} with s the scale of the
 //    band's 128-block. A record is as large as the band's 16 fp16 values, so the records use
 //    exactly gemv.cu's activation scratch and copies.
-//  - Work split, ring, prologue and stream-K flushes as gemv.cu's variant 4 (units of G
+//  - Work split, ring, prologue and stream-K flushes as gemv.cu (gemv_common.cuh; units of G
 //    column-adjacent tiles of one 16-row band, k-fastest; a private cp.async ring per warp).
 //  - The product runs transposed as in gemv.cu: acc^T (16 tile columns x 8 rows) += Ŵ^T x^T.
 //    mma.m16n8k32 u8 x s8: lane (g = lane/4, q = lane%4) holds A = bytes of 4 products at
@@ -137,63 +137,13 @@ __global__ void __launch_bounds__(warps_per_block * 32, 2)
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(smem + warp * L::warp_bytes));
-  const uint32_t ring_end = ring_s + D * L::stage_bytes;
   const int64_t gw = int64_t{blockIdx.x} * warps_per_block + warp;
   const int64_t u0 = units * gw / total_warps, u1 = units * (gw + 1) / total_warps;
   if (u0 >= u1) return;
-  const int64_t tiles_k = k / 16, tiles_n = n / 16;
-  const int tiles_k32 = static_cast<int>(tiles_k);
+  const int tiles_k32 = static_cast<int>(k / 16);
   const int count = static_cast<int>(u1 - u0);
-
-  // Next unit to request: trellis and record sources, one 16-row band at a time, wrapping to
-  // the top of the next column group (gemv.cu's variant 4). Lanes < 2·rows copy one half of
-  // one row's record; activation rows >= rows are never flushed, so what their stage slots
-  // hold does not matter (an mma output column depends only on its own activation row).
-  const bool a_lane = lane < 2 * rows;
-  const int64_t band_bytes = tiles_n * (32 * K);
-  const int64_t wrap_bytes = G * 32 * K - (tiles_k - 1) * band_bytes;
-  const int64_t a_wrap = -(tiles_k - 1) * record_bytes;
-  int ltk = static_cast<int>(u0 % tiles_k);
-  const uint8_t* wsrc = trellis + ltk * band_bytes + (u0 / tiles_k) * (G * 32 * K) + lane * 16;
-  const uint8_t* asrc = xq + ((lane >> 1) * tiles_k + ltk) * record_bytes + (lane & 1) * 16;
-  const uint32_t a_off = L::unit_bytes + (lane >> 1) * (a_stride * 4) + (lane & 1) * 16;
-  uint32_t lst = ring_s;  // the stage being filled
-  auto request_w = [&](uint32_t stage) {
-#pragma unroll
-    for (int c = 0; c < (L::chunks + 31) / 32; ++c)
-      if (L::chunks % 32 == 0 || c * 32 + lane < L::chunks) cp_async_cg(stage + c * 512 + lane * 16, wsrc + c * 512);
-  };
-  auto advance = [&]() {
-    lst = lst + L::stage_bytes == ring_end ? ring_s : lst + L::stage_bytes;
-    const bool wrap = ++ltk == tiles_k32;
-    ltk = wrap ? 0 : ltk;
-    wsrc += wrap ? wrap_bytes : band_bytes;
-    asrc += wrap ? a_wrap : record_bytes;
-  };
-
-  // Prologue: the weights of the first D - 1 units before waiting on the previous kernel
-  // (they are constants), then their activation records.
-  {
-    const uint8_t* w0 = wsrc;
-    const int t0 = ltk;
-    uint32_t st = ring_s;
-#pragma unroll
-    for (int s = 0; s < D - 1; ++s) {
-      if (s < count) request_w(st);
-      st += L::stage_bytes;
-      const bool wrap = ++ltk == tiles_k32;
-      ltk = wrap ? 0 : ltk;
-      wsrc += wrap ? wrap_bytes : band_bytes;
-    }
-    wsrc = w0, ltk = t0;
-  }
-  detail::pdl_wait();  // the records and the zeroed accumulators come from the previous kernel
-#pragma unroll
-  for (int s = 0; s < D - 1; ++s) {
-    if (s < count && a_lane) cp_async_ca(lst + a_off, asrc);
-    cp_commit();
-    advance();
-  }
+  unit_stream<L, K> us(ring_s, lane, rows, u0, k, n, trellis, xq);
+  us.prologue(count);
 
   const detail::lane_win<K> lw(lane);
   const int q = lane & 3, g = lane >> 2;
@@ -211,29 +161,13 @@ __global__ void __launch_bounds__(warps_per_block * 32, 2)
   for (int r = 0; r < RB; ++r) bias[r][0] = bias[r][1] = 0.0f;
 
   auto flush = [&](int64_t tp) {
-    float* p = acc + tp * (G * 16) + g;
-#pragma unroll
-    for (int t = 0; t < G; ++t)
-#pragma unroll
-      for (int r = 0; r < RB; ++r) {
-        const int row = 8 * r + 2 * q;
-        if (row < rows) {
-          atomicAdd(p + row * n + t * 16, cf[t][r][0] + bias[r][0]);
-          atomicAdd(p + row * n + t * 16 + 8, cf[t][r][2] + bias[r][0]);
-        }
-        if (row + 1 < rows) {
-          atomicAdd(p + (row + 1) * n + t * 16, cf[t][r][1] + bias[r][1]);
-          atomicAdd(p + (row + 1) * n + t * 16 + 8, cf[t][r][3] + bias[r][1]);
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) cf[t][r][i] = 0.0f;
-      }
+    flush_columns<G, RB>(acc, tp, n, rows, g, q, cf, bias);
 #pragma unroll
     for (int r = 0; r < RB; ++r) bias[r][0] = bias[r][1] = 0.0f;
   };
 
-  int64_t ctp = u0 / tiles_k;
-  int ctk = static_cast<int>(u0 % tiles_k);
+  int64_t ctp = u0 / tiles_k32;
+  int ctk = static_cast<int>(u0 % tiles_k32);
   uint32_t w_lds[3];
 #pragma unroll
   for (int j = 0; j < 3; ++j) w_lds[j] = lw.word[j] * 4;
@@ -245,13 +179,8 @@ __global__ void __launch_bounds__(warps_per_block * 32, 2)
 
   for (int i = 0; i < count; ++i) {
     cp_wait<D - 2>();  // unit i has landed
-    __syncwarp();      // and every lane is done reading stage i - 1 (lst)
-    if (i + D - 1 < count) {
-      request_w(lst);
-      if (a_lane) cp_async_ca(lst + a_off, asrc);
-    }
-    cp_commit();
-    advance();
+    __syncwarp();      // and every lane is done reading stage i - 1
+    us.refill(i, count);
     uint32_t xs[RB][4];
     float2 ab[RB][2];
 #pragma unroll
@@ -280,7 +209,7 @@ __global__ void __launch_bounds__(warps_per_block * 32, 2)
     }
 #pragma unroll
     for (int r = 0; r < RB; ++r) bias[r][0] += ab[r][0].y, bias[r][1] += ab[r][1].y;
-    sa = sa + L::stage_bytes == ring_end ? ring_s : sa + L::stage_bytes;
+    sa = sa + L::stage_bytes == us.ring_end ? ring_s : sa + L::stage_bytes;
     if ((ctk & 7) == 7 || i == count - 1) {  // a 128-block ends (or the range): fold it
 #pragma unroll
       for (int t = 0; t < G; ++t)

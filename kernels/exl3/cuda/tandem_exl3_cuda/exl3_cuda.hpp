@@ -54,16 +54,6 @@ void exl3_gemv_rotated(const dev_exl3& w, const __half* xh, int64_t rows, float*
 void exl3_output_transform(const dev_exl3& w, const float* acc, int64_t rows, const int32_t* col_to_out,
                            int64_t out, float* y, cudaStream_t stream);
 
-// Implementation variants of exl3_gemv_rotated's kernel (same results up to the fp32
-// summation order; gemv.cu's header says what each changes). The default is
-// TANDEM_EXL3_GEMV_VARIANT (read once) or 4 (gemv.cu says why); the setter is for tests
-// and benchmarks and takes effect at the next launch (host-side: a CUDA graph keeps the
-// variant it captured).
-inline constexpr int exl3_gemv_variants = 7;
-int exl3_gemv_variant();
-void exl3_gemv_set_variant(int variant);  // out-of-range values select the default (4)
-const char* exl3_gemv_variant_name(int variant);
-
 // int8 activations ("q8", gemv_q8.cu), MUL1 weights only: the rotated activations x̂ (as
 // exl3_input_transform makes them) quantized to int8 per row and 128-block (round to
 // nearest, scale max|x̂|/127), against the weights' unrounded MUL1 values; the tensor core
