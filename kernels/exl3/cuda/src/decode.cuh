@@ -113,6 +113,14 @@ __device__ __forceinline__ void lane_fragments(const uint32_t* w, int shift, uin
   for (int i = 0; i < 4; ++i) b[i] = decode2<CB>(s[2 * i], s[2 * i + 1]);
 }
 
+// c[16 x 8] += a[16 x 16] b[16 x 8], f16 operands, f32 accumulators.
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // Programmatic dependent launch, as backend.cuda's kernels use it (tandem_cuda/pdl.cuh).
 __device__ __forceinline__ void pdl_wait() { tandem::cuda::pdl::wait(); }
 __device__ __forceinline__ void pdl_trigger() { tandem::cuda::pdl::trigger(); }

@@ -52,6 +52,7 @@ namespace tandem::exl3::cuda {
 namespace {
 
 using namespace gemv_detail;
+using detail::mma16816;
 
 constexpr int tiles_per_unit = 8;  // column-adjacent: 128 output columns (n is a multiple of 128)
 
@@ -69,14 +70,6 @@ struct layout {
   static constexpr int warp_bytes = D * stage_bytes;
   static constexpr int block_bytes = warps_per_block * warp_bytes;
 };
-
-// c[16 x 8] += a[16 x 16] b[16 x 8], f16 operands, f32 accumulators.
-__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // decode2<CB> of decode.cuh with the MUL1 pair packed by PRMT: d0, d1 < 0x10000, so
 // prmt(d0, d1, 0x5410) = d1 << 16 | d0, the same bits as the IMAD.
@@ -110,13 +103,12 @@ __global__ void __launch_bounds__(warps_per_block * 32, layout<K, ROWS>::min_blo
   constexpr int G = L::G, D = L::D, WIN = detail::geom<K>::win;
   constexpr int RB = ROWS / 8;
   extern __shared__ __align__(16) uint8_t smem[];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(smem + warp * L::warp_bytes));
-  const int64_t gw = int64_t{blockIdx.x} * warps_per_block + warp;
-  const int64_t u0 = units * gw / total_warps, u1 = units * (gw + 1) / total_warps;
-  if (u0 >= u1) return;
+  const warp_span span = warp_span_of<L::warp_bytes>(smem, units, total_warps);
+  if (span.count <= 0) return;
+  const int lane = span.lane, count = span.count;
+  const int64_t u0 = span.u0;
+  const uint32_t ring_s = span.ring;
   const int tiles_k32 = static_cast<int>(k / 16);
-  const int count = static_cast<int>(u1 - u0);
   unit_stream<L, K> us(ring_s, lane, rows, u0, k, n, trellis, reinterpret_cast<const uint8_t*>(xh));
   us.prologue(count);
 

@@ -99,6 +99,22 @@ void launch_units(const dev_exl3& w, int g, int smem, const X* xh, int rows, flo
                      blocks * warps_per_block);
 }
 
+// This warp's share of the stream-K split (units [u0, u0 + count), count <= 0: none) and its
+// ring of WarpBytes in the block's dynamic shared memory.
+struct warp_span {
+  int lane, count;
+  int64_t u0;
+  uint32_t ring;
+};
+template <int WarpBytes>
+__device__ __forceinline__ warp_span warp_span_of(uint8_t* smem, int64_t units, int total_warps) {
+  const int warp = threadIdx.x >> 5;
+  const int64_t gw = int64_t{blockIdx.x} * warps_per_block + warp;
+  const int64_t u0 = units * gw / total_warps, u1 = units * (gw + 1) / total_warps;
+  return {static_cast<int>(threadIdx.x & 31), static_cast<int>(u1 - u0), u0,
+          static_cast<uint32_t>(__cvta_generic_to_shared(smem + warp * WarpBytes))};
+}
+
 // The units one warp computes, in order (gemv.cu's design): where the next unit's trellis
 // and activations come from, advanced one 16-row band at a time and wrapping to the top of
 // the next column group, and the ring stage they go to. L is the kernel's layout (G, D,

@@ -99,12 +99,11 @@ __global__ void __launch_bounds__(256) input_q8_kernel(const float* __restrict__
                                                        int64_t acc_count, float k_inv, float c0) {
   detail::pdl_wait();
   detail::pdl_trigger();
-  const int lane = threadIdx.x & 31;
-  const int64_t chunk = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) >> 5;
   if (zero_acc != nullptr) detail::zero_grid(zero_acc, acc_count);
-  const int64_t chunks_per_row = k / 128;
-  if (chunk >= rows * chunks_per_row) return;
-  const int64_t row = chunk / chunks_per_row, col = (chunk % chunks_per_row) * 128 + lane * 4;
+  detail::chunk_pos c;
+  if (!detail::chunk_of(rows, k, c)) return;
+  const int lane = c.lane;
+  const int64_t row = c.row, col = c.col;
   float v[4];
   detail::input_rotate(x, row, in, col, suh, lane, v);  // the fp16-rounded x̂, as f32
   float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
@@ -135,13 +134,12 @@ __global__ void __launch_bounds__(warps_per_block * 32, 2)
   constexpr int G = L::G, D = L::D, WIN = detail::geom<K>::win;
   constexpr int RB = ROWS / 8;
   extern __shared__ __align__(16) uint8_t smem[];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(smem + warp * L::warp_bytes));
-  const int64_t gw = int64_t{blockIdx.x} * warps_per_block + warp;
-  const int64_t u0 = units * gw / total_warps, u1 = units * (gw + 1) / total_warps;
-  if (u0 >= u1) return;
+  const warp_span span = warp_span_of<L::warp_bytes>(smem, units, total_warps);
+  if (span.count <= 0) return;
+  const int lane = span.lane, count = span.count;
+  const int64_t u0 = span.u0;
+  const uint32_t ring_s = span.ring;
   const int tiles_k32 = static_cast<int>(k / 16);
-  const int count = static_cast<int>(u1 - u0);
   unit_stream<L, K> us(ring_s, lane, rows, u0, k, n, trellis, xq);
   us.prologue(count);
 

@@ -16,12 +16,11 @@ __global__ void __launch_bounds__(256) input_kernel(const float* __restrict__ x,
                                                     float* __restrict__ zero_acc, int64_t acc_count) {
   detail::pdl_wait();
   detail::pdl_trigger();
-  const int lane = threadIdx.x & 31;
-  const int64_t chunk = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) >> 5;
   if (zero_acc != nullptr) detail::zero_grid(zero_acc, acc_count);
-  const int64_t chunks_per_row = k / 128;
-  if (chunk >= rows * chunks_per_row) return;
-  const int64_t row = chunk / chunks_per_row, col = (chunk % chunks_per_row) * 128 + lane * 4;
+  detail::chunk_pos c;
+  if (!detail::chunk_of(rows, k, c)) return;
+  const int lane = c.lane;
+  const int64_t row = c.row, col = c.col;
   float v[4];
   detail::input_rotate(x, row, in, col, suh, lane, v);
   // v is fp16-rounded already: converting back is exact.
@@ -39,11 +38,10 @@ __global__ void __launch_bounds__(256) output_kernel(const float* __restrict__ a
                                                      float* __restrict__ y) {
   detail::pdl_wait();
   detail::pdl_trigger();
-  const int lane = threadIdx.x & 31;
-  const int64_t chunk = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) >> 5;
-  const int64_t chunks_per_row = n / 128;
-  if (chunk >= rows * chunks_per_row) return;
-  const int64_t row = chunk / chunks_per_row, col = (chunk % chunks_per_row) * 128 + lane * 4;
+  detail::chunk_pos c;
+  if (!detail::chunk_of(rows, n, c)) return;
+  const int lane = c.lane;
+  const int64_t row = c.row, col = c.col;
   const float4 a = *reinterpret_cast<const float4*>(acc + row * n + col);
   float v[4] = {a.x, a.y, a.z, a.w};
   butterflies(v, lane);

@@ -22,6 +22,21 @@ __device__ __forceinline__ void butterflies(float v[4], int lane) {
   }
 }
 
+// This thread's place in a [rows][width] transform, one warp per 128-chunk of a row: lane
+// `lane` holds columns col..col+3 of `row`; false past the last chunk.
+struct chunk_pos {
+  int lane;
+  int64_t row, col;
+};
+__device__ __forceinline__ bool chunk_of(int64_t rows, int64_t width, chunk_pos& c) {
+  c.lane = threadIdx.x & 31;
+  const int64_t chunk = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) >> 5;
+  const int64_t per_row = width / 128;
+  if (chunk >= rows * per_row) return false;
+  c.row = chunk / per_row, c.col = (chunk % per_row) * 128 + c.lane * 4;
+  return true;
+}
+
 // Grid-stride zeroing of acc[0 .. count) (count a multiple of 4): the input transforms clear
 // the GEMV's accumulators in the same launch.
 __device__ __forceinline__ void zero_grid(float* __restrict__ acc, int64_t count) {

@@ -50,7 +50,7 @@
 #include <string>
 #include <vector>
 
-#include "decode.cuh"
+#include "hadamard.cuh"
 #include "tandem_exl3_cuda/exl3_moe.hpp"
 
 namespace tandem::exl3::cuda {
@@ -69,7 +69,9 @@ constexpr int unit_cap = 1024;     // partial slots
 constexpr int item_cap = 1024;     // fix-up counters per launch
 constexpr int max_ks = 8;
 constexpr int max_e = static_cast<int>(exl3_moe_max_experts);
-constexpr float had_scale = 0.088388347648f;  // tandem::exl3::hadamard_scale
+using detail::butterflies;  // hadamard.cuh
+using detail::had_scale;
+using detail::mma16816;
 static_assert(MR == exl3_moe_chunk_rows);
 
 // What the route kernel decides (device memory, read by the later launches).
@@ -168,29 +170,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
-// c[16 x 8] += a[16 x 16] b[16 x 8], f16 operands, f32 accumulators.
-__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// The 128-point butterflies of hadamard.cu (lane t holds elements 4t..4t+3), unnormalized.
-__device__ __forceinline__ void butterflies(float v[4], int lane) {
-  float a = v[0] + v[1], b = v[0] - v[1], c = v[2] + v[3], d = v[2] - v[3];  // h = 1
-  v[0] = a + c, v[2] = a - c, v[1] = b + d, v[3] = b - d;                  // h = 2
-#pragma unroll
-  for (int m = 1; m < 32; m <<= 1) {  // h = 4 .. 64: partner lane ^ m
-    const bool upper = lane & m;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float o = __shfl_xor_sync(0xffffffffu, v[i], m);
-      v[i] = upper ? o - v[i] : v[i] + o;
-    }
-  }
-}
-
 // fp16(v[i] * had_scale) for i = 0..3, stored as 8 bytes at dst (8-byte aligned).
 __device__ __forceinline__ void store4_scaled(__half* dst, const float v[4]) {
   __half2 h0 = __halves2half2(__float2half_rn(v[0] * had_scale), __float2half_rn(v[1] * had_scale));
