@@ -3,7 +3,7 @@
 // logits of every position), over a held-out English text.
 //
 //   build/bench/exl3/bench_exl3_quality --source MODEL.gguf --quantized DIR \
-//       [--text /usr/share/common-licenses/GPL-3] [--ctx 512] [--max-tokens 0] \
+//       [--text /usr/share/common-licenses/GPL-3] [--ctx 512] [--chunk 0] [--max-tokens 0] \
 //       [--backend backend.cpu] [--set key=value ...] [--quantized-set key=value ...] [--json]
 //
 // The text is tokenized with the source model's tokenizer (the quantized directory's
@@ -88,21 +88,31 @@ std::vector<double> log_softmax(const std::vector<float>& logits, int64_t rows, 
   return out;
 }
 
-std::vector<double> window_logprobs(loaded& l, const std::vector<int32_t>& ids) {
+// The window in steps of `chunk` tokens (0: one step) on the KV cache, all logits kept: with
+// chunk <= 16 every linear runs as a decode / verification GEMV instead of the prefill GEMM.
+std::vector<double> window_logprobs(loaded& l, const std::vector<int32_t>& ids, int chunk) {
   std::vector<int32_t> pages;
   if (!l.pool->grow(pages, static_cast<int64_t>(ids.size()))) throw error("KV pool too small for a window");
-  step_plan plan;
-  plan.seqs.push_back({1, 0, ids, pages, true, {}});
-  l.model->forward(plan, /*all_logits=*/true);
+  const size_t step = chunk > 0 ? static_cast<size_t>(chunk) : ids.size();
+  std::vector<float> logits;
+  for (size_t p0 = 0; p0 < ids.size(); p0 += step) {
+    step_plan plan;
+    const size_t p1 = std::min(ids.size(), p0 + step);
+    plan.seqs.push_back({1, static_cast<int64_t>(p0), std::vector<int32_t>(ids.begin() + p0, ids.begin() + p1), pages,
+                         true, {}});
+    l.model->forward(plan, /*all_logits=*/true);
+    const std::vector<float> part = l.model->logits_to_host();
+    logits.insert(logits.end(), part.begin(), part.end());
+  }
   l.pool->release(pages);
-  return log_softmax(l.model->logits_to_host(), static_cast<int64_t>(ids.size()), static_cast<int>(l.hp.vocab));
+  return log_softmax(logits, static_cast<int64_t>(ids.size()), static_cast<int>(l.hp.vocab));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string source, quantized, text = "/usr/share/common-licenses/GPL-3", backend_name = "backend.cpu";
-  int ctx = 512;
+  int ctx = 512, chunk = 0;
   int64_t max_tokens = 0;
   std::vector<std::string> sets, qsets;
   po::options_description desc("bench_exl3_quality --source MODEL.gguf --quantized DIR [options]");
@@ -111,6 +121,8 @@ int main(int argc, char** argv) {
       ("quantized", po::value(&quantized)->required(), "the EXL3 directory (weights.exl3)")
       ("text", po::value(&text)->default_value(text), "held-out text file")
       ("ctx", po::value(&ctx)->default_value(ctx), "tokens per window (>= 2)")
+      ("chunk", po::value(&chunk)->default_value(0),
+       "tokens per forward step within a window (0 = the whole window; <= 16: the decode GEMV path)")
       ("max-tokens", po::value(&max_tokens)->default_value(0), "use at most this many text tokens (0 = all)")
       ("backend", po::value(&backend_name)->default_value(backend_name), "backend plugin for both models")
       ("set", po::value(&sets)->composing(), "backend setting key=value (backend.cpu default here: linear=float)")
@@ -126,6 +138,7 @@ int main(int argc, char** argv) {
     po::notify(vm);
     if (ctx < 2) throw po::error("--ctx must be at least 2");
     if (max_tokens < 0) throw po::error("--max-tokens must be >= 0");
+    if (chunk < 0) throw po::error("--chunk must be >= 0");
   } catch (const po::error& e) {
     std::cerr << "bench_exl3_quality: " << e.what() << "\n\n" << desc << "\n";
     return 2;
@@ -177,7 +190,7 @@ int main(int argc, char** argv) {
       std::vector<int32_t> win(ids.begin() + static_cast<int64_t>(w0),
                                ids.begin() + static_cast<int64_t>(std::min(ids.size(), w0 + ctx)));
       if (win.size() < 2) break;
-      const std::vector<double> ls = window_logprobs(src, win), lq = window_logprobs(q, win);
+      const std::vector<double> ls = window_logprobs(src, win, chunk), lq = window_logprobs(q, win, chunk);
       for (size_t p = 0; p + 1 < win.size(); ++p) {
         const double* a = ls.data() + p * vocab;
         const double* b = lq.data() + p * vocab;
