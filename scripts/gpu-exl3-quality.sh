@@ -6,9 +6,12 @@
 # (.gpu-model*/, see gpu-env.sh). Writes $OUT/exl3_quality.md and logs.
 #
 #   OUT=$OUT KS="2 3 4 5 6 8" bash scripts/gpu-exl3-quality.sh
-#   Q8_QUALITY=1 ...   also measures each K with backend.cuda's int8-activation EXL3 GEMV
-#                      (--quantized-set q8_activations=true; the source stays exact), one
-#                      more table in $OUT/exl3_quality_q8.md
+#   Q8_QUALITY=1 ...   also measures each K on the decode GEMV path (bench_exl3_quality
+#                      --chunk 16: windows fed 16 tokens at a time; the sweep's whole
+#                      windows take the prefill GEMM, where q8 plays no part), once with
+#                      the EXL3 GEMV on fp16 activations and once with backend.cuda's
+#                      int8-activation GEMV (--quantized-set q8_activations=true); the
+#                      source stays exact. One more table in $OUT/exl3_quality_q8.md
 set -uo pipefail
 source "$(dirname "$0")/gpu-env.sh"
 [ -n "$MODEL" ] || { echo "the default model's pieces are not all here"; exit 1; }
@@ -28,19 +31,23 @@ QUANT_ARGS="--device cuda" QUALITY_ARGS="--backend backend.cuda --set q8_activat
 echo "sweep rc=$?"
 cp "$WORK"/quantize_k*.log "$OUT/" 2>/dev/null
 if [ -n "${Q8_QUALITY:-}" ]; then
-  step "int8-activation GEMV (q8_activations=true for the EXL3 model only)"
-  echo "| K | PPL source | PPL EXL3 q8 | mean KL (nats) | top-1 agree |" > "$OUT/exl3_quality_q8.md"
-  echo "|---|---|---|---|---|" >> "$OUT/exl3_quality_q8.md"
+  step "decode GEMV path (--chunk 16): fp16 and int8 activations for the EXL3 model"
+  echo "| K | EXL3 activations | PPL source | PPL EXL3 | mean KL (nats) | top-1 agree |" > "$OUT/exl3_quality_q8.md"
+  echo "|---|---|---|---|---|---|" >> "$OUT/exl3_quality_q8.md"
   for k in ${KS:-2 3 4 5 6 8}; do
     [ -f "$WORK/k$k/config.json" ] || continue
-    j=$(timeout 120 "$BUILD/bench/exl3/bench_exl3_quality" --source "$MODEL" --quantized "$WORK/k$k" --json \
-          --backend backend.cuda --set q8_activations=false --quantized-set q8_activations=true 2>> "$OUT/exl3_quality.err")
-    python3 - "$k" "$j" >> "$OUT/exl3_quality_q8.md" <<'PY'
+    for q8 in false true; do
+      j=$(timeout 240 "$BUILD/bench/exl3/bench_exl3_quality" --source "$MODEL" --quantized "$WORK/k$k" --json --chunk 16 \
+            --backend backend.cuda --set q8_activations=false --quantized-set q8_activations=$q8 2>> "$OUT/exl3_quality.err")
+      python3 - "$k" "$q8" "$j" >> "$OUT/exl3_quality_q8.md" <<'PY'
 import json, sys
-k, j = sys.argv[1:]
+k, q8, j = sys.argv[1:]
 q = json.loads(j)
-print(f"| {k} | {q['ppl_source']:.2f} | {q['ppl_quantized']:.2f} | {q['mean_kl']:.5f} | {100 * q['top1_agreement']:.1f}% |")
+act = "int8 (q8)" if q8 == "true" else "fp16"
+print(f"| {k} | {act} | {q['ppl_source']:.2f} | {q['ppl_quantized']:.2f} | {q['mean_kl']:.5f} | "
+      f"{100 * q['top1_agreement']:.1f}% |")
 PY
+    done
   done
   cat "$OUT/exl3_quality_q8.md"
 fi

@@ -2,8 +2,8 @@
 // source, both run through tandem itself (weights plugin -> llama_model on a backend, full
 // logits of every position), over a held-out English text.
 //
-//   build/bench/exl3/bench_exl3_quality --source MODEL.gguf --quantized DIR \
-//       [--text /usr/share/common-licenses/GPL-3] [--ctx 512] [--chunk 0] [--max-tokens 0] \
+//   build/bench/exl3/bench_exl3_quality --source MODEL.gguf --quantized DIR
+//       [--text /usr/share/common-licenses/GPL-3] [--ctx 512] [--chunk 0] [--max-tokens 0]
 //       [--backend backend.cpu] [--set key=value ...] [--quantized-set key=value ...] [--json]
 //
 // The text is tokenized with the source model's tokenizer (the quantized directory's
