@@ -46,6 +46,7 @@ fp_exl3_gemm_kernel X3_CAT(x3_gemm_kernels_k, X3_INST_K)[3][X3_NUM_SHAPES] =
 #include <c10/cuda/CUDAGuard.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/Tensor.h>
+#include "exllamav3_subset_checks.h"
 #include <initializer_list>
 #include <vector>
 #include "quant/exl3_kernel_map.cuh"
@@ -163,20 +164,7 @@ int x3_exl3_gemm
     const at::cuda::OptionalCUDAGuard device_guard(A.device());
     cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
 
-    TORCH_CHECK_DIM(B, 3);
-    TORCH_CHECK_SHAPES(A, -1, B, 0, 16);
-    TORCH_CHECK_SHAPES(C, -1, B, 1, 16);
-    TORCH_CHECK_DTYPE(A, kHalf);
-    TORCH_CHECK_DTYPE(B, kShort);
-    TORCH_CHECK_DTYPE(C, kHalf);
-    TORCH_CHECK_DTYPE(suh, kHalf);
-    TORCH_CHECK_DTYPE(svh, kHalf);
-    TORCH_CHECK_DTYPE(A_had, kHalf);
-    for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&A, &B, &C, &suh, &A_had, &svh})
-    {
-        TORCH_CHECK(t->is_contiguous(), "x3 exl3_gemm: tensors must be contiguous");
-        TORCH_CHECK(t->device() == A.device(), "x3 exl3_gemm: tensors must share a device");
-    }
+    x3_check_linear_args(A, B, C, suh, A_had, svh, "exl3_gemm");
     TORCH_CHECK(!(mcg && mul1), "x3 exl3_gemm: specified both mcg and mul1");
 
     const int tile_u16 = B.size(2);

@@ -42,6 +42,7 @@ fp_exl3_gemm_kernel X3_CAT(x3_gemm34_kernels_k, X3_INST_K)[2] =
 #include <c10/cuda/CUDAGuard.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/Tensor.h>
+#include "exllamav3_subset_checks.h"
 #include <initializer_list>
 #include <set>
 #include <vector>
@@ -98,20 +99,7 @@ int x3_exl3_gemm34
     const at::cuda::OptionalCUDAGuard device_guard(A.device());
     cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
 
-    TORCH_CHECK_DIM(B, 3);
-    TORCH_CHECK_SHAPES(A, -1, B, 0, 16);
-    TORCH_CHECK_SHAPES(C, -1, B, 1, 16);
-    TORCH_CHECK_DTYPE(A, kHalf);
-    TORCH_CHECK_DTYPE(B, kShort);
-    TORCH_CHECK_DTYPE(C, kHalf);
-    TORCH_CHECK_DTYPE(suh, kHalf);
-    TORCH_CHECK_DTYPE(svh, kHalf);
-    TORCH_CHECK_DTYPE(A_had, kHalf);
-    for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&A, &B, &C, &suh, &A_had, &svh})
-    {
-        TORCH_CHECK(t->is_contiguous(), "x3 exl3_gemm34: tensors must be contiguous");
-        TORCH_CHECK(t->device() == A.device(), "x3 exl3_gemm34: tensors must share a device");
-    }
+    x3_check_linear_args(A, B, C, suh, A_had, svh, "exl3_gemm34");
     TORCH_CHECK(shape_idx == 3 || shape_idx == 4, "x3 exl3_gemm34: shapes 3 and 4 only");
 
     const int tile_u16 = B.size(2);

@@ -41,6 +41,7 @@ void* X3_CAT(x3_gemv_kernels_k, X3_GEMV_BITS)[2][2] =
 #include <c10/cuda/CUDAGuard.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/Tensor.h>
+#include "exllamav3_subset_checks.h"
 #include <cstdlib>
 #include <initializer_list>
 #include <map>
@@ -164,20 +165,7 @@ int x3_exl3_gemv
     const at::cuda::OptionalCUDAGuard device_guard(A.device());
     cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
 
-    TORCH_CHECK_DIM(B, 3);
-    TORCH_CHECK_SHAPES(A, -1, B, 0, 16);
-    TORCH_CHECK_SHAPES(C, -1, B, 1, 16);
-    TORCH_CHECK_DTYPE(A, kHalf);
-    TORCH_CHECK_DTYPE(B, kShort);
-    TORCH_CHECK_DTYPE(C, kHalf);
-    TORCH_CHECK_DTYPE(suh, kHalf);
-    TORCH_CHECK_DTYPE(svh, kHalf);
-    TORCH_CHECK_DTYPE(A_had, kHalf);
-    for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&A, &B, &C, &suh, &A_had, &svh})
-    {
-        TORCH_CHECK(t->is_contiguous(), "x3 exl3_gemv: tensors must be contiguous");
-        TORCH_CHECK(t->device() == A.device(), "x3 exl3_gemv: tensors must share a device");
-    }
+    x3_check_linear_args(A, B, C, suh, A_had, svh, "exl3_gemv");
     const int tile_u16 = B.size(2);
     const int K = tile_u16 / 16;
     TORCH_CHECK(tile_u16 == 16 * K, "x3 exl3_gemv: integer K only");
