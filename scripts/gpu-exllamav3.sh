@@ -16,53 +16,11 @@
 # Each step runs even when an earlier one failed (whatever parts built are used). Needs python3
 # with torch (CUDA), numpy, safetensors, ninja and nvcc; no network. Expected about 3-4 minutes; at most 270 + 100 + 60 s plus start-up (time boxes).
 set -u
-cd "$(dirname "$0")/.." || exit 1
-OUT=${OUT:?set OUT to the output directory}
-mkdir -p "$OUT"
-PY=${PYTHON:-python3}
-export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
-export MAX_JOBS=${MAX_JOBS:-16}
-export X3_BUILD_DIR=${X3_BUILD_DIR:-/tmp/tandem-exllamav3-ext}
+source "$(dirname "$0")/gpu-exllamav3-common.sh" gpu-exllamav3
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-270}
-SUMMARY=$OUT/summary.txt
-: > "$SUMMARY"
-say() { echo "$*" | tee -a "$SUMMARY"; }
-T0=$(date +%s)
-el() { echo "$(( $(date +%s) - T0 )) s"; }
-
-{
-  date -u
-  uname -a
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
-  nvcc --version 2>&1 | tail -2
-  "$PY" -c "import torch, numpy, safetensors; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(), 'numpy', numpy.__version__, 'safetensors', safetensors.__version__)" 2>&1
-  "$PY" -c "import ninja; print('ninja (python)', ninja.__version__)" 2>&1
-  command -v ninja && ninja --version
-  nproc
-  cat .gpu-exllamav3/VERSION 2>&1
-  git log -1 --oneline 2>&1
-} > "$OUT/env.log" 2>&1
-say "gpu-exllamav3: $(head -1 .gpu-exllamav3/VERSION 2>/dev/null || echo 'no .gpu-exllamav3/VERSION (run scripts/exllamav3-fetch.sh here, carry .gpu-exllamav3)')"
-say "torch: $("$PY" -c 'import torch; print(torch.__version__, torch.cuda.get_device_name())' 2>&1 | tail -1)"
 
 # 1. build (three parts in parallel, each time-boxed; timeout kills the whole ninja/nvcc group)
-rm -rf "$X3_BUILD_DIR"
-for part in core quant gemm; do
-  (
-    s=$(date +%s)
-    timeout -k 10 "$BUILD_TIMEOUT" "$PY" tools/exl3/exllamav3_ext_subset.py --part "$part" > "$OUT/ext_build_$part.log" 2>&1
-    rc=$?
-    echo "part $part: rc=$rc after $(( $(date +%s) - s )) s" >> "$OUT/ext_build_$part.log"
-    echo "$rc" > "$OUT/ext_build_$part.rc"
-  ) &
-done
-wait
-for part in core quant gemm; do
-  rc=$(cat "$OUT/ext_build_$part.rc" 2>/dev/null || echo "?")
-  say "build $part: rc=$rc ($(tail -1 "$OUT/ext_build_$part.log" | sed 's/^part [a-z]*: //'))$( [ "$rc" = 124 ] && echo ' TIMED OUT')"
-  { echo "===== part $part ====="; cat "$OUT/ext_build_$part.log"; } >> "$OUT/ext_build.log"
-done
-say "build done at $(el)"
+x3_build_parts "$BUILD_TIMEOUT" core quant gemm
 
 # 2. fixtures
 timeout -k 10 100 "$PY" tools/exl3/make_exllamav3_fixtures.py --no-build --out "$OUT/fixtures" > "$OUT/fixtures.log" 2>&1
