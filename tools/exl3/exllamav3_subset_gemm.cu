@@ -46,7 +46,7 @@ fp_exl3_gemm_kernel X3_CAT(x3_gemm_kernels_k, X3_INST_K)[3][X3_NUM_SHAPES] =
 #include <c10/cuda/CUDAGuard.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/Tensor.h>
-#include "exllamav3_subset_checks.h"
+#include "exllamav3_subset_linear.h"
 #include <initializer_list>
 #include <vector>
 #include "quant/exl3_kernel_map.cuh"
@@ -203,26 +203,7 @@ int x3_exl3_gemm
     fp_exl3_gemm_kernel kernel = x3_gemm_table[K][cb][shape_idx - 1];
     TORCH_CHECK(kernel, "x3 exl3_gemm: no kernel");
 
-    const half* A_ptr = (const half*) A.data_ptr();
-    const uint16_t* B_ptr = (const uint16_t*) B.data_ptr();
-    void* C_ptr = (void*) C.data_ptr();
-    const half* suh_ptr = (const half*) suh.data_ptr();
-    half* A_had_ptr = (half*) A_had.data_ptr();
-    const half* svh_ptr = (const half*) svh.data_ptr();
-
-    void* kernelArgs[] =
-    {
-        (void*)& A_ptr,
-        (void*)& B_ptr,
-        (void*)& C_ptr,
-        (void*)& size_m,
-        (void*)& size_k,
-        (void*)& size_n,
-        (void*)& locks,
-        (void*)& suh_ptr,
-        (void*)& A_had_ptr,
-        (void*)& svh_ptr
-    };
+    x3_linear_kernel_args args(A, B, C, suh, A_had, svh, size_m, size_k, size_n, locks);
 
     cuda_check(cudaFuncSetAttribute((const void*) kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
     cuda_check(cudaLaunchCooperativeKernel
@@ -230,7 +211,7 @@ int x3_exl3_gemm
         (const void*) kernel,
         dim3(num_sms),
         dim3(block_dim),
-        kernelArgs,
+        args.list,
         smem_max,
         stream
     ));

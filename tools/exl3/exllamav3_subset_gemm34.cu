@@ -42,7 +42,7 @@ fp_exl3_gemm_kernel X3_CAT(x3_gemm34_kernels_k, X3_INST_K)[2] =
 #include <c10/cuda/CUDAGuard.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/Tensor.h>
-#include "exllamav3_subset_checks.h"
+#include "exllamav3_subset_linear.h"
 #include <initializer_list>
 #include <set>
 #include <vector>
@@ -134,26 +134,7 @@ int x3_exl3_gemm34
     int block_dim = x3_blockdim[shape_idx];
     fp_exl3_gemm_kernel kernel = table[shape_idx - 3];
 
-    const half* A_ptr = (const half*) A.data_ptr();
-    const uint16_t* B_ptr = (const uint16_t*) B.data_ptr();
-    void* C_ptr = (void*) C.data_ptr();
-    const half* suh_ptr = (const half*) suh.data_ptr();
-    half* A_had_ptr = (half*) A_had.data_ptr();
-    const half* svh_ptr = (const half*) svh.data_ptr();
-
-    void* kernelArgs[] =
-    {
-        (void*)& A_ptr,
-        (void*)& B_ptr,
-        (void*)& C_ptr,
-        (void*)& size_m,
-        (void*)& size_k,
-        (void*)& size_n,
-        (void*)& locks,
-        (void*)& suh_ptr,
-        (void*)& A_had_ptr,
-        (void*)& svh_ptr
-    };
+    x3_linear_kernel_args args(A, B, C, suh, A_had, svh, size_m, size_k, size_n, locks);
 
     // Once per kernel, as exl3_gemm_gr's kernel_attr_set (so a call under graph capture makes none)
     static std::set<void*> attr_set[MAX_DEVICES];
@@ -167,7 +148,7 @@ int x3_exl3_gemm34
         (const void*) kernel,
         dim3(num_sms),
         dim3(block_dim),
-        kernelArgs,
+        args.list,
         smem_max,
         stream
     ));

@@ -41,7 +41,7 @@ void* X3_CAT(x3_gemv_kernels_k, X3_GEMV_BITS)[2][2] =
 #include <c10/cuda/CUDAGuard.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/Tensor.h>
-#include "exllamav3_subset_checks.h"
+#include "exllamav3_subset_linear.h"
 #include <cstdlib>
 #include <initializer_list>
 #include <map>
@@ -186,26 +186,8 @@ int x3_exl3_gemv
     if (cfg < 0) return -1;
 
     int* locks = DevCtx::instance().get_locks(device);
-    const half* A_ptr = (const half*) A.data_ptr();
-    const uint16_t* B_ptr = (const uint16_t*) B.data_ptr();
-    void* C_ptr = (void*) C.data_ptr();
-    const half* suh_ptr = (const half*) suh.data_ptr();
-    half* A_had_ptr = (half*) A_had.data_ptr();
-    const half* svh_ptr = (const half*) svh.data_ptr();
-    void* kernel_args[] =
-    {
-        (void*)& A_ptr,
-        (void*)& B_ptr,
-        (void*)& C_ptr,
-        (void*)& size_m,
-        (void*)& size_k,
-        (void*)& size_n,
-        (void*)& locks,
-        (void*)& suh_ptr,
-        (void*)& A_had_ptr,
-        (void*)& svh_ptr
-    };
-    cuda_check(cudaLaunchCooperativeKernel(kernel, dim3(grid), dim3(block_dim), kernel_args, 0, stream));
+    x3_linear_kernel_args args(A, B, C, suh, A_had, svh, size_m, size_k, size_n, locks);
+    cuda_check(cudaLaunchCooperativeKernel(kernel, dim3(grid), dim3(block_dim), args.list, 0, stream));
     cuda_check(cudaPeekAtLastError());
     return cfg;
 }
