@@ -49,7 +49,7 @@ const char* path_name(int p) { return p == 1 ? "q8" : "fp16"; }
 
 struct row {
   int64_t n;
-  int K, variant;  // variant: the path
+  int K, path;  // 0 fp16, 1 q8
   double us1, us1_kernel, us8, us16, recon_us, pct;
 };
 
@@ -125,7 +125,7 @@ int main() {
     std::snprintf(b, sizeof b,
                   "%s{\"n\":%lld,\"K\":%d,\"path\":\"%s\",\"us_1row\":%.2f,\"us_gemv_kernel\":%.2f,\"us_8rows\":%.2f,"
                   "\"us_16rows\":%.2f,\"pct_copy\":%.1f,\"us_reconstruct\":%.2f}",
-                  i ? "," : "", static_cast<long long>(r.n), r.K, path_name(r.variant), r.us1, r.us1_kernel, r.us8, r.us16,
+                  i ? "," : "", static_cast<long long>(r.n), r.K, path_name(r.path), r.us1, r.us1_kernel, r.us8, r.us16,
                   r.pct, r.recon_us);
     js += b;
   }
@@ -137,13 +137,13 @@ int main() {
               "16r/1r", "recon us");
   for (const row& r : rows)
     std::printf("%5lld^2 %2d %-4s %8.1f %8.1f %6.1f%% %6.2f %6.2f %9.1f\n", static_cast<long long>(r.n), r.K,
-                path_name(r.variant), r.us1, r.us1_kernel, r.pct, r.us8 / r.us1, r.us16 / r.us1, r.recon_us);
+                path_name(r.path), r.us1, r.us1_kernel, r.pct, r.us8 / r.us1, r.us16 / r.us1, r.recon_us);
 
   // Summary, one line per path: 1-row us on 8192^2 per K, 16384^2 % copy per K, the worst
   // 8- and 16-row ratio, K=4 8192^2 against exllamav3 1.4.1's figure.
   auto find = [&](int64_t N, int K, int v) -> const row* {
     for (const row& r : rows)
-      if (r.n == N && r.K == K && r.variant == v) return &r;
+      if (r.n == N && r.K == K && r.path == v) return &r;
     return nullptr;
   };
   std::printf("\nSUMMARY per path (targets: 16384^2 K=4 >= 50%% copy; 8192^2 K=4 <= %.1f us = 2x exllamav3 1.4.1; "
@@ -166,7 +166,7 @@ int main() {
     const row* a = find(8192, 4, v);
     double m8 = 0, m16 = 0;
     for (const row& r : rows)
-      if (r.variant == v) m8 = std::max(m8, r.us8 / r.us1), m16 = std::max(m16, r.us16 / r.us1);
+      if (r.path == v) m8 = std::max(m8, r.us8 / r.us1), m16 = std::max(m16, r.us16 / r.us1);
     std::printf(" | %4.2f %4.2f | %5.2fx\n", m8, m16, a ? exllamav3_k4_8192_us / a->us1 : 0.0);
   }
   cudaStreamDestroy(s);

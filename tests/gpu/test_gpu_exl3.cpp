@@ -197,7 +197,7 @@ std::vector<float> q8_reference(const host_exl3& h, const std::vector<float>& x,
   const int64_t k = h.k, n = h.n;
   std::vector<uint16_t> w_hat(static_cast<size_t>(k * n));
   ex::decode_rotated(h.mat(), w_hat.data());
-  const float k_inv = ex::f16_to_f32(0x1EEE), k_bias = ex::f16_to_f32(0xC931);
+  const float k_inv = ex::f16_to_f32(ex::mul1_k_inv_bits), k_bias = ex::f16_to_f32(ex::mul1_k_bias_bits);
   const float c0 = 1024.0f * k_inv + k_bias;
   // The byte sum of each weight, recovered from its fp16 value (MUL1 values are 0.0068 apart,
   // more than 3 fp16 ulps at |w| < 4, so the rounding is invertible).
@@ -246,11 +246,11 @@ std::vector<float> q8_reference(const host_exl3& h, const std::vector<float>& x,
 
 // exl3_gemv with q8_activations on MUL1 weights against q8_reference (check_linear's
 // tolerances), and against x·W in f64 within the int8 activations' error (rel < 2e-2).
-void run_q8_case(const host_exl3& h, const dev_exl3& d, const std::vector<float>& x, const linear_refs& refs,
-                 int64_t rows, const std::string& what) {
+void run_q8_case(const host_exl3& h, const dev_exl3& d, const std::vector<float>& x, const dvec<float>& xd,
+                 const linear_refs& refs, int64_t rows, const std::string& what) {
   linear_refs q = refs;
   q.ref = q8_reference(h, x, rows);
-  dvec<float> xd(gpu(), x), y(gpu(), rows * h.n);
+  dvec<float> y(gpu(), rows * h.n);
   dvec<uint8_t> ws(gpu(), static_cast<int64_t>(xc::exl3_gemv_scratch_bytes(d.d, rows)));
   xc::exl3_gemv(d.d, static_cast<const float*>(xd.buf->data()), rows, h.k, nullptr, h.n,
                 static_cast<float*>(y.buf->data()), ws.buf->data(), gpu().stream(), true);
@@ -277,7 +277,7 @@ void run_gemv_case(int K, int cb, int64_t k, int64_t n, std::initializer_list<in
                   static_cast<float*>(y.buf->data()), ws.buf->data(), gpu().stream());
     sync_check(what);
     check_linear(h, refs, rows, y.host(), what);
-    if (xc::exl3_gemv_q8_supported(d.d)) run_q8_case(h, d, x, refs, rows, what);
+    if (xc::exl3_gemv_q8_supported(d.d)) run_q8_case(h, d, x, xd, refs, rows, what);
   }
 }
 

@@ -36,6 +36,8 @@ inline std::optional<codebook> parse_codebook(std::string_view s) {
 
 inline constexpr uint32_t mcg_multiplier = 0xCBAC1FEDu;
 inline constexpr uint32_t mul1_multiplier = 0x83DCD12Du;
+// MUL1's affine map, fp16 bits: value = (1024 + byte sum) * k_inv + k_bias, one rounding.
+inline constexpr uint16_t mul1_k_inv_bits = 0x1EEE, mul1_k_bias_bits = 0xC931;
 
 // fp16 <-> double. to_half rounds to nearest even with subnormals, overflow to inf.
 inline double half_to_double(uint16_t h) {
@@ -76,7 +78,7 @@ inline uint16_t decode_bits(codebook cb, uint32_t s) {
     const uint32_t x = s * mul1_multiplier;
     const uint32_t bs = (x & 0xff) + ((x >> 8) & 0xff) + ((x >> 16) & 0xff) + (x >> 24);
     // (1024 + bs) * k_inv + k_bias with one rounding (__hfma); exact in double.
-    const double k_inv = half_to_double(0x1EEE), k_bias = half_to_double(0xC931);
+    const double k_inv = half_to_double(mul1_k_inv_bits), k_bias = half_to_double(mul1_k_bias_bits);
     return double_to_half((1024.0 + bs) * k_inv + k_bias);
   }
   uint32_t x = cb == codebook::inst3 ? s * 89226354u + 64248484u : s * mcg_multiplier;

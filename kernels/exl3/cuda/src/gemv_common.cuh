@@ -31,8 +31,8 @@ __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// The 8 states of lane_states<K> (the same values) with fewer integer ops for K = 2 and 4
-// (variants 4, 5). A 16-bit field costs 1 op (SHF, LOP3 or PRMT against zero) when it
+// The 8 states of lane_states<K> (the same values) with fewer integer ops for K = 2 and 4.
+// A 16-bit field costs 1 op (SHF, LOP3 or PRMT against zero) when it
 // starts at bit 0, 8 or 16 (from the MSB) of some register and 2 (shift + mask) otherwise,
 // so each extra register made by one shift pays for itself once it puts two states at such
 // offsets.

@@ -38,9 +38,13 @@
 //  - Integer accumulators are folded into fp32 ones (x s·k_inv of the block) at every
 //    128-block end; the fp32 ones go out with atomics when the column group changes.
 //
-// Expected (H200, K=4, 1 row): per state IMAD + ~1.4 extraction ops + 1/4 mma + LDS and
-// bookkeeping, ~4.2 instructions against variant 4's 5.84, and one FMA-heavy op instead
-// of ~2.5: about 30% less time if the issue efficiency holds (bench_cuda_exl3 measures it).
+// Predicted (H200, K=4, 1 row): per state IMAD + ~1.4 extraction ops + 1/4 mma + LDS and
+// bookkeeping, ~4.2 instructions against gemv.cu's 5.84, and one FMA-heavy op instead of
+// ~2.5: about 30% less time at the same issue efficiency. Measured (bench_cuda_exl3, RESULTS,
+// session 6): 7-15% less (8192^2 K=4 21.9 against 23.6 us; 16384^2 49.5% of copy against
+// 43.1%): two blocks per SM instead of three (the int32 and fp32 accumulators take 116-128
+// registers) leave fewer warps to hide the LDS -> IMAD -> mma chains. 16 rows take up to
+// 1.55x one row (half-size units).
 #include <algorithm>
 
 #include "gemv_common.cuh"
@@ -53,7 +57,8 @@ using namespace gemv_detail;
 
 constexpr int record_bytes = 32;  // per row and 16-column band: 16 x int8, then {alpha, beta, 0, 0}
 
-// MUL1's fp16 constants (decode.cuh's decode2<2>) as fp32, and c0 = 1024·k_inv + k_bias.
+// MUL1's fp16 constants (decode.cuh's decode2<2>, tandem_exl3/codebook.hpp), used as fp32 with
+// c0 = 1024·k_inv + k_bias.
 constexpr uint16_t mul1_k_inv_bits = 0x1EEE, mul1_k_bias_bits = 0xC931;
 
 template <int K, int ROWS>
@@ -63,8 +68,8 @@ struct q8_layout {
   static constexpr int chunks = unit_bytes / 16;
   static constexpr int a_bytes = ROWS * a_stride * 4;  // a record per row, rows 48 B apart
   static constexpr int stage_bytes = unit_bytes + a_bytes;
-  // Two blocks per SM (int32 + fp32 accumulators: ~100-128 registers), so about the bytes
-  // in flight per SM of variant 4's three.
+  // Two blocks per SM (int32 + fp32 accumulators: ~116-128 registers): deeper rings than
+  // gemv.cu's, for about the bytes in flight per SM of its three blocks.
   static constexpr int D = K <= 2 ? 10 : K <= 5 ? 7 : 5;
   static constexpr int warp_bytes = D * stage_bytes;
   static constexpr int block_bytes = warps_per_block * warp_bytes;
@@ -250,8 +255,7 @@ void exl3_input_transform_q8(const dev_exl3& w, const float* x, int64_t rows, in
   if (rows <= 0) return;
   const float k_inv = f16_bits_to_f32(mul1_k_inv_bits), k_bias = f16_bits_to_f32(mul1_k_bias_bits);
   const float c0 = 1024.0f * k_inv + k_bias;
-  const auto blocks = static_cast<unsigned>((rows * (w.k / 128) * 32 + 255) / 256);
-  detail::launch_pdl(input_q8_kernel, dim3(blocks), dim3(256), 0, stream, x, rows, in, w.k, w.suh,
+  detail::launch_pdl(input_q8_kernel, dim3(detail::blocks_for_chunks(rows, w.k)), dim3(256), 0, stream, x, rows, in, w.k, w.suh,
                      static_cast<uint8_t*>(xq), zero_acc, rows * w.n, k_inv, c0);
 }
 

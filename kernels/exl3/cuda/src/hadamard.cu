@@ -54,23 +54,19 @@ __global__ void __launch_bounds__(256) output_kernel(const float* __restrict__ a
   }
 }
 
-unsigned blocks_for_chunks(int64_t rows, int64_t width) {
-  return static_cast<unsigned>((rows * (width / 128) * 32 + 255) / 256);
-}
-
 }  // namespace
 
 void exl3_input_transform(const dev_exl3& w, const float* x, int64_t rows, int64_t in, __half* xh,
                           float* zero_acc, cudaStream_t stream) {
   if (rows <= 0) return;
-  detail::launch_pdl(input_kernel, dim3(blocks_for_chunks(rows, w.k)), dim3(256), 0, stream, x, rows, in, w.k,
+  detail::launch_pdl(input_kernel, dim3(detail::blocks_for_chunks(rows, w.k)), dim3(256), 0, stream, x, rows, in, w.k,
                      w.suh, xh, zero_acc, rows * w.n);
 }
 
 void exl3_output_transform(const dev_exl3& w, const float* acc, int64_t rows, const int32_t* col_to_out,
                            int64_t out, float* y, cudaStream_t stream) {
   if (rows <= 0) return;
-  detail::launch_pdl(output_kernel, dim3(blocks_for_chunks(rows, w.n)), dim3(256), 0, stream, acc, rows, w.n,
+  detail::launch_pdl(output_kernel, dim3(detail::blocks_for_chunks(rows, w.n)), dim3(256), 0, stream, acc, rows, w.n,
                      w.svh, w.bias, col_to_out, out, y);
 }
 

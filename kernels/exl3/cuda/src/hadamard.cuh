@@ -37,6 +37,11 @@ __device__ __forceinline__ bool chunk_of(int64_t rows, int64_t width, chunk_pos&
   return true;
 }
 
+// 256-thread blocks of a [rows][width] transform, one warp per 128-chunk (chunk_of).
+inline unsigned blocks_for_chunks(int64_t rows, int64_t width) {
+  return static_cast<unsigned>((rows * (width / 128) * 32 + 255) / 256);
+}
+
 // Grid-stride zeroing of acc[0 .. count) (count a multiple of 4): the input transforms clear
 // the GEMV's accumulators in the same launch.
 __device__ __forceinline__ void zero_grid(float* __restrict__ acc, int64_t count) {
