@@ -111,6 +111,8 @@ void cuda_linear::upload_weight(const tensor_info& t, bool with_f16, cudaStream_
 
 cuda_kv::cuda_kv(const kv_layout& layout) : layout_(layout) {
   if (layout.type != dtype::f32) throw error("backend.cuda: the KV pool is f32, asked for " + std::string(name(layout.type)));
+  // Key-only caches (MLA latent, DSA indexer keys) serve ops this backend does not have yet.
+  if (!layout.values) throw error("backend.cuda: key-only KV caches (MLA / DSA) are not implemented");
   if (!attention_head_dim_supported(layout.head_dim))
     throw error("backend.cuda: attention supports head_dim 64 and 128, not " + std::to_string(layout.head_dim));
   if (layout.n_layers <= 0 || layout.n_pages <= 0 || layout.page_size <= 0 || layout.n_kv_heads <= 0)

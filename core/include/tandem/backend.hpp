@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tandem/device.hpp"
@@ -45,8 +46,10 @@ class TANDEM_API linear_weight {
   virtual dtype storage_type() const = 0;  // as stored on the device (may be quantized)
 };
 
-// Shape of the paged KV pool. K and V of one layer are each
-// [n_pages, page_size, n_kv_heads, head_dim] of `type`.
+// Shape of one paged cache. K (and V, when `values`) of one layer are each
+// [n_pages, page_size, n_kv_heads, head_dim] of `type`. GQA attention keeps K and V; the
+// MLA latent cache (kv_lora_rank + rope dims, one "head") and the DSA indexer's key cache
+// keep K only.
 struct kv_layout {
   int n_layers = 0;
   int64_t n_pages = 0;
@@ -54,9 +57,10 @@ struct kv_layout {
   int n_kv_heads = 0;
   int head_dim = 0;
   dtype type = dtype::f32;
+  bool values = true;  // false: a key-only cache
 
   int64_t bytes_per_token() const {  // K and V, all layers
-    return 2LL * n_layers * n_kv_heads * head_dim * traits(type).block_bytes;
+    return (values ? 2LL : 1LL) * n_layers * n_kv_heads * head_dim * traits(type).block_bytes;
   }
 };
 
@@ -115,9 +119,74 @@ struct linear_prologue {
   tensor_view up;           // silu_mul: [n, in], the same shape as x (x is the gate)
 };
 
+// The ops a model may need, grouped by family. A backend answers supports(op) for each; a
+// model lists the ops it uses, and the runtime refuses a backend that lacks one at load,
+// naming it (never at the first request).
+enum class backend_op : uint8_t {
+  // dense: every backend implements these (they are pure virtual below)
+  embed, rms_norm, linear, rope, silu_mul, add, gather_rows, sample,
+  attention_gqa,   // attention(): paged causal GQA
+  // norms beyond RMS
+  layer_norm,
+  // attention: MLA over a latent cache, and DeepSeek sparse attention's indexer
+  attention_mla,   // load_mla() / mla_attention()
+  dsa_indexer,     // dsa_indexer()
+  // mixture of experts
+  moe_route,       // moe_route(): sigmoid + correction bias + grouped top-k routing
+  moe_experts,     // load_experts() / moe_experts()
+};
+TANDEM_API std::string_view name(backend_op op);
+TANDEM_API std::string_view family(backend_op op);  // "dense", "attention", "moe", "norm"
+
+// MLA's up-projection of the latent, kv_b_proj {heads * (nope + v), rank}, split per head
+// into W_UK [heads, nope, rank] and W_UV [heads, v, rank] and kept as the backend's absorbed
+// form (see mla_attention). Built by load_mla().
+class TANDEM_API mla_weight {
+ public:
+  virtual ~mla_weight();
+  virtual int heads() const = 0;
+  virtual int nope_dims() const = 0;   // qk_nope_head_dim
+  virtual int v_dims() const = 0;      // v_head_dim
+  virtual int rank() const = 0;        // kv_lora_rank
+};
+
+struct mla_params {
+  int rope_dims = 0;          // qk_rope_head_dim: the last rope_dims of each q head and of
+                              // the latent row are rotated (adjacent pairs) by `positions`
+  float rope_theta = 10000.0f;
+  float scale = 1.0f;         // softmax scale (1 / sqrt(nope + rope), times any mscale)
+};
+
+// The routed experts of one MoE layer: for expert e, gate_e and up_e {ffn, hidden} and
+// down_e {hidden, ffn}. Built by load_experts().
+class TANDEM_API expert_weights {
+ public:
+  virtual ~expert_weights();
+  virtual int n_experts() const = 0;
+  virtual int64_t hidden() const = 0;
+  virtual int64_t ffn() const = 0;
+};
+
+// Sigmoid routing as DeepSeek-V3 / GLM-5 define it: s = sigmoid(logits); the choice score
+// s + bias; experts fall in n_group groups, a group scores the sum of its two best choice
+// scores, the topk_group best groups stay; the top_k best experts of those are chosen;
+// their weights are s (not s + bias), divided by their sum when norm_topk_prob, then
+// multiplied by routed_scaling_factor.
+struct moe_routing {
+  int n_experts = 0;
+  int top_k = 0;
+  int n_group = 1;
+  int topk_group = 1;
+  bool norm_topk_prob = true;
+  float routed_scaling_factor = 1.0f;
+};
+
 class TANDEM_API backend : public plugin_object {
  public:
   ~backend() override;
+
+  // True when this backend implements `op`. Default: the dense family and attention_gqa.
+  virtual bool supports(backend_op op) const;
 
   virtual device dev() const = 0;
   virtual std::string describe() const = 0;      // one line for start-up logs
@@ -141,7 +210,8 @@ class TANDEM_API backend : public plugin_object {
 
   // out[i] = row ids[i] of the embedding table (dequantized).  ids: [n] -> out: [n, d]
   virtual void embed(const linear_weight& table, tensor_view ids, tensor_view out) = 0;
-  // out = x / rms(x) * weight, per row.  x, out: [n, d]; weight: f32 [d]
+  // out = x / rms(x) * weight, per row (out may be x).  x, out: [n, d] (rows may be strided);
+  // weight: f32 [d]
   virtual void rms_norm(tensor_view x, tensor_view weight, float eps, tensor_view out) = 0;
   // residual += x; out = rms_norm(residual).  The fused pre-norm of each block.
   virtual void add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
@@ -175,6 +245,52 @@ class TANDEM_API backend : public plugin_object {
   virtual void sample(tensor_view logits, std::span<const sampling_params> params,
                       tensor_view ids) = 0;
 
+  // ---- Ops beyond the dense family. Each default throws tandem::error naming the backend
+  // and the op; a backend that overrides one says so in supports().
+
+  // out = (x - mean) / sqrt(var + eps) * weight + bias, per row (out may be x).  x, out:
+  // [n, d]; weight, bias: f32 [d]
+  virtual void layer_norm(tensor_view x, tensor_view weight, tensor_view bias, float eps, tensor_view out);
+
+  // kv_b: the {heads * (nope + v), rank} up-projection of the latent (any dtype load_tensor
+  // takes); per head its first nope rows are W_UK, the next v rows W_UV.
+  virtual std::unique_ptr<mla_weight> load_mla(const tensor_info& kv_b, int heads, int nope, int v);
+  // Multi-head latent attention with the up-projection absorbed. Per token:
+  //   q:   [n, heads, nope + rope]  (q_nope, then q_rope, as q_b_proj writes them)
+  //   kv_a: [n, rank + rope]        (the normed latent c, then k_rope, not yet rotated)
+  // It rotates q_rope and k_rope by batch.positions, writes [c | k_rope] into layer `layer`
+  // of `kv` (a key-only cache of one head of rank + rope dims) at batch.slot_mapping, then
+  // for each head h:  q_lat = W_UK[h]^T q_nope;  s_t = scale * (q_lat . c_t + q_rope . k_rope_t)
+  // over the sequence's causal context (only the positions listed in `topk` when it is
+  // given: i32 [n, k], -1 = no entry); o = sum_t softmax(s)_t c_t;  out[h] = W_UV[h] o.
+  // out: [n, heads, v]. batch.rope is ignored (the rotation is params' rope).
+  virtual void mla_attention(tensor_view q, tensor_view kv_a, const mla_weight& w, kv_storage& kv, int layer,
+                             const attention_batch& batch, const mla_params& p, tensor_view topk,
+                             tensor_view out);
+  // DeepSeek sparse attention's lightning indexer. Per token:
+  //   q: [n, heads, d] (wq_b of the q latent), k: [n, d] (wk, layer-normed), w: f32 [n, heads]
+  //   (weights_proj). Rotates the first rope_dims of each q head and of k (adjacent pairs),
+  //   writes k into layer `layer` of `kv` (a key-only cache, one head of d dims) at
+  //   batch.slot_mapping; scores each position t of the causal context as
+  //   sum_h w[h] * heads^-1/2 * relu(d^-1/2 * q_h . k_t), and writes the positions of the
+  //   top_k best, best first, to topk: i32 [n, top_k] (-1 past the context's length).
+  virtual void dsa_indexer(tensor_view q, tensor_view k, tensor_view w, kv_storage& kv, int layer,
+                           const attention_batch& batch, int rope_dims, float rope_theta, int top_k,
+                           tensor_view topk);
+
+  // gate[e], up[e], down[e]: expert e's {ffn, hidden}, {ffn, hidden} and {hidden, ffn}.
+  virtual std::unique_ptr<expert_weights> load_experts(std::span<const tensor_info* const> gate,
+                                                       std::span<const tensor_info* const> up,
+                                                       std::span<const tensor_info* const> down);
+  // logits: f32 [n, n_experts] (the router's x W^T); bias: f32 [n_experts] (the correction
+  // bias) -> ids: i32 [n, top_k], weights: f32 [n, top_k] (see moe_routing).
+  virtual void moe_route(tensor_view logits, tensor_view bias, const moe_routing& r, tensor_view ids,
+                         tensor_view weights);
+  // out[i] = sum_j weights[i, j] * down_e(silu(gate_e x_i) * up_e x_i), e = ids[i, j].
+  // x, out: [n, hidden]; ids: i32 [n, k]; weights: f32 [n, k]
+  virtual void moe_experts(const expert_weights& w, tensor_view x, tensor_view ids, tensor_view weights,
+                           tensor_view out);
+
   // Runs `body` (a sequence of the ops above on fixed buffers). Backends that can record
   // work (CUDA graphs) may record it on the first call for `key` and replay it later; the
   // body must then issue the same ops on the same buffers every time. Default: run it.
@@ -187,6 +303,8 @@ class TANDEM_API backend : public plugin_object {
   // For linear(): when w is a linear_group, runs each part into its slice of y and
   // returns true.
   bool run_group(const linear_weight& w, tensor_view x, tensor_view y);
+  // Throws tandem::error: "<describe()>: op <name> is not implemented".
+  [[noreturn]] void unsupported(backend_op op) const;
 
  private:
   std::unique_ptr<device_buffer> fused_scratch_;  // linear_fused()'s default

@@ -21,7 +21,7 @@
 namespace tandem {
 
 class transport;
-class llama_model;
+class model;
 class kv_pool;
 
 enum class finish_reason : uint8_t { none, stop, length, cancelled, error };
@@ -86,7 +86,7 @@ struct prefix_cache_settings {
 class engine {
  public:
   struct parts {
-    llama_model* model = nullptr;
+    tandem::model* model = nullptr;
     scheduler* sched = nullptr;
     transport* comm = nullptr;
     std::vector<int32_t> end_of_generation;  // token ids that finish a request

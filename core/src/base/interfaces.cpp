@@ -3,6 +3,7 @@
 #include "tandem/backend.hpp"
 #include "tandem/drafter.hpp"
 #include "tandem/logger.hpp"
+#include "tandem/model.hpp"
 #include "tandem/plugin_abi.hpp"
 #include "tandem/scheduler.hpp"
 #include "tandem/transport.hpp"
@@ -20,5 +21,16 @@ scheduler::~scheduler() = default;
 drafter::~drafter() = default;
 transport::~transport() = default;
 logger::~logger() = default;
+model::~model() = default;
+
+std::string kv_spec::describe() const {
+  std::string s;
+  for (const kv_group& g : groups) {
+    if (!s.empty()) s += " + ";
+    s += g.what + ": " + std::to_string(g.n_layers) + " layers x " + std::to_string(g.heads) + " x " +
+         std::to_string(g.dims) + (g.values ? " (K and V)" : " (K only)");
+  }
+  return s;
+}
 
 }  // namespace tandem

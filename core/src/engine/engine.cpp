@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "engine_impl.hpp"
-#include "llama_model.hpp"
+#include "tandem/model.hpp"
 #include "tandem/error.hpp"
 #include "tandem/scheduler.hpp"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "engine_impl.hpp"
-#include "llama_model.hpp"
+#include "tandem/model.hpp"
 #include "logit_processing.hpp"
 #include "tandem/step_plan.hpp"
 #include "tandem/transport.hpp"
@@ -57,7 +57,7 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
   std::vector<token_event> events(samplers.size());
   if (std::any_of(samplers.begin(), samplers.end(), [](sequence* s) { return needs_host_logits(s->req); })) {
     const std::vector<float> logits = p.model->logits_to_host();
-    const int vocab = p.model->hparams().vocab;
+    const int vocab = static_cast<int>(p.model->info().vocab);
     for (size_t j = 0; j < samplers.size(); ++j) {
       const sequence& s = *samplers[j];
       if (!needs_host_logits(s.req)) continue;

@@ -4,10 +4,10 @@
 #include <cstdlib>
 #include <fmt/format.h>
 
-#include "llama_hparams.hpp"
-#include "llama_model.hpp"
+#include "registry.hpp"
 #include "tandem/backend.hpp"
 #include "tandem/error.hpp"
+#include "tandem/model.hpp"
 #include "tandem/model_store.hpp"
 #include "tandem/pipeline.hpp"
 #include "tandem/plugin_host.hpp"
@@ -29,7 +29,7 @@ struct runtime::impl {
   std::unique_ptr<scheduler> sched;
   std::unique_ptr<tokenizer> tok;
   std::unique_ptr<chat_template> chat;
-  std::unique_ptr<llama_model> model;
+  std::unique_ptr<model> mdl;
   std::unique_ptr<engine> eng;
   std::string bos_text, eos_text;
   int64_t max_model_len = 0;
@@ -54,7 +54,7 @@ pipeline_spec load_spec(const std::filesystem::path& file, plugin_host& host,
 
 // KV pages: the pipeline's kv_tokens, or as many as the backend's memory budget holds
 // (asked after the weights are loaded), never more than 64 sequences of the maximum length.
-int64_t kv_pages_for(const pipeline_spec& spec, const backend& be, const kv_layout& per_token,
+int64_t kv_pages_for(const pipeline_spec& spec, const backend& be, const kv_spec& per_token,
                      int64_t max_model_len) {
   const int64_t page = spec.engine.get_int("page_size");
   int64_t tokens = spec.engine.get_int("kv_tokens");
@@ -95,7 +95,6 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   m.weights = m.host->create<weight_format>(m.spec.weights.name, m.spec.weights.cfg);
   say(fmt::format("opening {}", model_file.string()));
   m.weights->open(model_file);
-  const llama_hparams hp = llama_hparams::from_metadata(m.weights->meta(), model_file.string());
 
   m.be = m.host->create<backend>(m.spec.backend.name, m.spec.backend.cfg);
   m.comm = m.host->create<transport>(m.spec.transport.name, m.spec.transport.cfg);
@@ -106,17 +105,18 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   if (m.tok->bos() >= 0) m.bos_text = m.tok->token_bytes(m.tok->bos());
   if (m.tok->eos() >= 0) m.eos_text = m.tok->token_bytes(m.tok->eos());
 
-  const int64_t want_len = m.spec.engine.get_int("max_model_len");
-  m.max_model_len = want_len > 0 ? want_len : hp.context;
-  const int page = static_cast<int>(m.spec.engine.get_int("page_size"));
-  kv_layout per_token{hp.n_layers, 0, page, hp.n_kv_heads, hp.head_dim, m.be->activation_type()};
   say(fmt::format("loading weights onto {}", m.be->describe()));
-  m.model = std::make_unique<llama_model>(*m.be, *m.weights, hp);
+  m.mdl = create_model(*m.be, *m.weights, model_file.string());
+  const model_info& info = m.mdl->info();
+  const int64_t want_len = m.spec.engine.get_int("max_model_len");
+  m.max_model_len = want_len > 0 ? want_len : info.context;
+  const int page = static_cast<int>(m.spec.engine.get_int("page_size"));
+  const kv_spec per_token = m.mdl->kv_needs();
   // Sized after the weights are on the device, from the memory they left.
   const int64_t pages = kv_pages_for(m.spec, *m.be, per_token, m.max_model_len);
-  m.model->allocate_kv(pages, page);
+  m.mdl->allocate_kv(pages, page);
   engine::parts parts;
-  parts.model = m.model.get();
+  parts.model = m.mdl.get();
   parts.sched = m.sched.get();
   parts.comm = m.comm.get();
   parts.end_of_generation = m.tok->end_of_generation_ids();
@@ -128,11 +128,12 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   m.eng = std::make_unique<engine>(std::move(parts));
 
   const int64_t kv_tokens = pages * page;
-  m.summary.push_back(fmt::format("model: {} ({}, {} layers, hidden {}, vocab {})", m.spec.model,
-                                  hp.arch, hp.n_layers, hp.hidden, hp.vocab));
+  m.summary.push_back(fmt::format("model: {} ({}, {} layers, hidden {}, vocab {}; {})", m.spec.model,
+                                  info.arch, info.n_layers, info.hidden, info.vocab, info.detail));
   m.summary.push_back(fmt::format("plugins: {}, {}, {}, {}", m.spec.weights.name, m.spec.backend.name,
                                   m.spec.scheduler.name, m.spec.transport.name));
   m.summary.push_back(fmt::format("backend: {}", m.be->describe()));
+  m.summary.push_back(fmt::format("KV per token: {} bytes ({})", per_token.bytes_per_token(), per_token.describe()));
   m.summary.push_back(fmt::format(
       "KV pool: {} tokens ({} pages of {}, {:.1f} MiB); maximum concurrency for {} tokens per "
       "request: {:.2f}x", kv_tokens, pages, page,

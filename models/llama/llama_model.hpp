@@ -13,12 +13,13 @@
 #include "llama_hparams.hpp"
 #include "step_workspace.hpp"
 #include "tandem/backend.hpp"
+#include "tandem/model.hpp"
 #include "tandem/step_plan.hpp"
 #include "tandem/weight_format.hpp"
 
 namespace tandem {
 
-class llama_model {
+class llama_model final : public model {
  public:
   // Loads every weight of `weights` that the architecture needs onto `be`. model_error
   // when a tensor is missing or misshapen. The KV pool comes later (allocate_kv), so its
@@ -31,21 +32,27 @@ class llama_model {
   llama_model(const llama_model&) = delete;
   llama_model& operator=(const llama_model&) = delete;
   // Allocates KV storage of `kv_pages` pages of `page_size` tokens; once, before forward.
-  void allocate_kv(int64_t kv_pages, int page_size);
+  void allocate_kv(int64_t kv_pages, int page_size) override;
 
+  const model_info& info() const override { return info_; }
+  std::vector<backend_op> required_ops() const override;
+  static std::vector<backend_op> ops();  // what every llama model uses
+  kv_spec kv_needs() const override;
   const llama_hparams& hparams() const { return hp_; }
   const kv_layout& kv() const { return kv_->layout(); }
 
   // Computes the plan. Logits are kept for the last token of every sequence with
-  // `sample` set, or for every token when all_logits is true.
-  void forward(const step_plan& plan, bool all_logits = false);
+  // `sample` set, or for every token when opt.all_logits is true.
+  void forward(const step_plan& plan, const forward_options& opt = {}) override;
+  void forward(const step_plan& plan, bool all_logits) { forward(plan, forward_options{.all_logits = all_logits}); }
   // One sampled token per logits row (after forward), in row order.
-  std::vector<int32_t> sample(const std::vector<sampling_params>& params);
+  std::vector<int32_t> sample(const std::vector<sampling_params>& params) override;
   // The logits rows of the last forward, [rows, vocab], copied to the host.
-  std::vector<float> logits_to_host() const;
-  int64_t logit_rows() const { return n_rows_; }
-  // Final hidden states (pre-norm residual stream) of the last forward: [n_tokens, hidden].
-  tensor_view hidden_states() const { return ws_.x(n_tokens_); }
+  std::vector<float> logits_to_host() const override;
+  int64_t logit_rows() const override { return n_rows_; }
+  // Residual stream of the last forward: after opt.hidden_layers[i], or (i = -1) the final
+  // layer's output before the output norm. [n_tokens, hidden].
+  tensor_view hidden_states(int i = -1) const override;
 
  private:
   struct layer {
@@ -59,6 +66,7 @@ class llama_model {
   std::unique_ptr<device_buffer> norm(const std::string& name);
   void load_weights();
   void run_layers(int n_tokens);
+  void keep_hidden(int layer, int n_tokens);  // copies x after `layer` when it is a tap
   int64_t decode_batch(const step_plan& plan, bool all_logits) const;  // padded size, 0 = eager
   tensor_view norm_view(const device_buffer& b) const;
 
@@ -66,12 +74,16 @@ class llama_model {
   backend& be_;
   const weight_format& weights_;
   llama_hparams hp_;
+  model_info info_;
   std::unique_ptr<linear_weight> tok_embd_, output_;  // output_ null when tied
   std::unique_ptr<device_buffer> output_norm_;
   std::vector<layer> layers_;
   std::unique_ptr<kv_storage> kv_;
   step_workspace ws_;
   attention_batch batch_;
+  std::vector<int> taps_;              // forward_options::hidden_layers of the last forward
+  std::unique_ptr<device_buffer> taps_buf_;  // [slots, capacity, hidden]
+  int64_t taps_capacity_ = 0, taps_slots_ = 0;
   int n_tokens_ = 0;       // real token rows of the last step
   int64_t n_rows_ = 0;     // logits rows the caller sees (sampled or all)
   int64_t n_logits_ = 0;   // logits rows computed (n_rows_ plus padding rows)

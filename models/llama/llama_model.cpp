@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/step_inputs.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
@@ -24,6 +25,13 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
   // q and k are rotated inside attention (fused with the KV write where the backend can).
   rope_ = {hp_.rope_theta, hp_.rope_dims, false};
   batch_.rope = &rope_;
+  info_.arch = hp_.arch;
+  info_.n_layers = hp_.n_layers;
+  info_.hidden = hp_.hidden;
+  info_.vocab = hp_.vocab;
+  info_.context = hp_.context;
+  info_.detail = "GQA " + std::to_string(hp_.n_heads) + "/" + std::to_string(hp_.n_kv_heads) + " heads of " +
+                 std::to_string(hp_.head_dim) + ", FFN " + std::to_string(hp_.ffn);
   load_weights();
   ws_.init(be_, hp_);
 }
@@ -32,6 +40,18 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
                          int64_t kv_pages, int page_size)
     : llama_model(be, weights, hp) {
   allocate_kv(kv_pages, page_size);
+}
+
+std::vector<backend_op> llama_model::ops() {
+  return {backend_op::embed,    backend_op::rms_norm, backend_op::linear,      backend_op::rope,
+          backend_op::silu_mul, backend_op::add,      backend_op::gather_rows, backend_op::sample,
+          backend_op::attention_gqa};
+}
+
+std::vector<backend_op> llama_model::required_ops() const { return ops(); }
+
+kv_spec llama_model::kv_needs() const {
+  return {{{"gqa", hp_.n_layers, hp_.n_kv_heads, hp_.head_dim, true, be_.activation_type()}}};
 }
 
 void llama_model::allocate_kv(int64_t kv_pages, int page_size) {
@@ -124,43 +144,26 @@ int64_t recorded_size(int64_t n) {
 // batch fits a recorded size: then it is padded to that size, its page table gets a fixed
 // width (the context length in pages), and the backend may replay a recorded graph.
 int64_t llama_model::decode_batch(const step_plan& plan, bool all_logits) const {
-  if (!records_ || all_logits || plan.seqs.empty()) return 0;
+  if (!records_ || all_logits || !taps_.empty() || plan.seqs.empty()) return 0;
   for (const auto& s : plan.seqs)
     if (s.tokens.size() != 1 || !s.sample) return 0;
   return recorded_size(static_cast<int64_t>(plan.seqs.size()));
 }
 
-void llama_model::forward(const step_plan& plan, bool all_logits) {
+void llama_model::forward(const step_plan& plan, const forward_options& opt) {
   if (!kv_) throw error("llama_model: forward before allocate_kv");
+  const bool all_logits = opt.all_logits;
+  for (int l : opt.hidden_layers)
+    if (l < 0 || l >= hp_.n_layers)
+      throw error("llama_model: hidden state of layer " + std::to_string(l) + " asked, the model has " +
+                  std::to_string(hp_.n_layers));
+  taps_ = opt.hidden_layers;
   const int page = kv_->layout().page_size;
   const int64_t n_seqs = static_cast<int64_t>(plan.seqs.size());
-  std::vector<int32_t> ids, pos, slots, qstart{0}, lens, rows;
-  int64_t max_pages = 1;
-  for (const auto& s : plan.seqs) max_pages = std::max<int64_t>(max_pages, s.pages.size());
   const int64_t padded = decode_batch(plan, all_logits);
-  if (padded > 0) max_pages = std::max<int64_t>(max_pages, (hp_.context + page - 1) / page);
-  const int64_t table_seqs = std::max(n_seqs, padded);
-  std::vector<int32_t> table(table_seqs * max_pages, 0);
-
-  for (int64_t i = 0; i < n_seqs; ++i) {
-    const step_seq& s = plan.seqs[i];
-    const int64_t end = s.start_pos + static_cast<int64_t>(s.tokens.size());
-    if (s.tokens.empty() || s.start_pos < 0 || end > static_cast<int64_t>(s.pages.size()) * page)
-      throw request_error(s.request_id, "step plan: tokens do not fit the sequence's pages");
-    for (size_t t = 0; t < s.tokens.size(); ++t) {
-      const int64_t p = s.start_pos + static_cast<int64_t>(t);
-      if (s.tokens[t] < 0 || s.tokens[t] >= hp_.vocab)
-        throw request_error(s.request_id, "token id " + std::to_string(s.tokens[t]) + " out of range");
-      if (all_logits) rows.push_back(static_cast<int32_t>(ids.size()));
-      ids.push_back(s.tokens[t]);
-      pos.push_back(static_cast<int32_t>(p));
-      slots.push_back(s.pages[p / page] * page + static_cast<int32_t>(p % page));
-    }
-    if (s.sample && !all_logits) rows.push_back(static_cast<int32_t>(ids.size() - 1));
-    qstart.push_back(static_cast<int32_t>(ids.size()));
-    lens.push_back(static_cast<int32_t>(end));
-    std::copy(s.pages.begin(), s.pages.end(), table.begin() + i * max_pages);
-  }
+  step_inputs in = make_step_inputs(plan, page, hp_.vocab, all_logits,
+                                    padded > 0 ? (hp_.context + page - 1) / page : 1, padded);
+  auto& [ids, pos, slots, qstart, lens, rows, table, max_pages] = in;
   n_rows_ = static_cast<int64_t>(rows.size());
   n_tokens_ = static_cast<int>(ids.size());
   for (int64_t i = n_seqs; i < padded; ++i) {  // padding rows: token 0 at position 0 of the pad page
@@ -196,6 +199,13 @@ void llama_model::forward(const step_plan& plan, bool all_logits) {
   batch_.page_table = ws_.page_table(batch_seqs, max_pages);
   batch_.slot_mapping = ws_.slots(n);
   batch_.positions = ws_.positions(n);
+  const int64_t n_taps = static_cast<int64_t>(taps_.size());
+  if (n_taps > 0 && (taps_capacity_ < n || taps_slots_ < n_taps)) {  // grown to the step
+    taps_capacity_ = std::max(taps_capacity_, n);
+    taps_slots_ = std::max(taps_slots_, n_taps);
+    taps_buf_ = be_.alloc(static_cast<size_t>(taps_slots_ * taps_capacity_ * hp_.hidden) *
+                          traits(be_.activation_type()).block_bytes);
+  }
   if (padded == 0) return run_layers(static_cast<int>(n));
   // The key names everything the recorded kernels captured: buffer addresses (workspace
   // generation), batch size and page-table width.
@@ -224,11 +234,31 @@ void llama_model::run_layers(int n) {
     be_.linear(*L.gate_up, h, ws_.gate_up(n));
     be_.silu_mul(ws_.gate(n), ws_.up(n), ws_.gate(n));
     be_.linear(*L.down, ws_.gate(n), proj);
+    keep_hidden(l, n);
   }
   be_.add_rms_norm(x, proj, norm_view(*output_norm_), hp_.rms_eps, h);
   if (n_logits_ == 0) return;
   be_.gather_rows(h, ws_.rows(n_logits_), ws_.rows_h(n_logits_));
   be_.linear(output_ ? *output_ : *tok_embd_, ws_.rows_h(n_logits_), ws_.logits(n_logits_));
+}
+
+// The residual stream after layer l is x + proj (the add is fused into the next norm), so
+// a tap adds them into its slice.
+void llama_model::keep_hidden(int l, int n) {
+  for (size_t i = 0; i < taps_.size(); ++i) {
+    if (taps_[i] != l) continue;
+    const tensor_view out = hidden_states(static_cast<int>(i));
+    be_.add(ws_.x(n), ws_.proj(n), out);
+  }
+}
+
+tensor_view llama_model::hidden_states(int i) const {
+  if (i < 0) return ws_.x(n_tokens_);
+  if (i >= static_cast<int>(taps_.size()))
+    throw error("llama_model: hidden state " + std::to_string(i) + " was not asked for in the last forward");
+  const size_t el = traits(be_.activation_type()).block_bytes;
+  char* base = static_cast<char*>(taps_buf_->data()) + static_cast<size_t>(i) * taps_capacity_ * hp_.hidden * el;
+  return tensor_view::contiguous(base, be_.activation_type(), {n_tokens_, hp_.hidden}, be_.dev());
 }
 
 std::vector<int32_t> llama_model::sample(const std::vector<sampling_params>& params) {

@@ -1,0 +1,92 @@
+#pragma once
+// glm_moe_dsa (the GLM-5 family, transformers' GlmMoeDsaForCausalLM) from backend ops:
+// MLA attention over a paged latent cache (kv_lora_rank + rope dims per token, the
+// up-projection absorbed), DeepSeek sparse attention (a lightning indexer per "full" layer
+// with its own paged key cache; "shared" layers reuse the previous full layer's top-k),
+// sigmoid-routed experts with a correction bias and grouped top-k plus shared experts, and
+// dense MLPs in the first layers.
+//
+// Per layer:  h = rms(x);  q = q_b(rms(q_a h));  kv_a = [rms(c) | k_rope] = kv_a_proj h;
+//   topk = indexer(wq_b(rms(q_a h)), LN(wk h), weights_proj h)       (full layers)
+//   x += o_proj(mla_attention(q, kv_a, kv_b, topk));  h = rms(x)
+//   x += dense MLP(h)  or  experts(h, route(gate h)) + shared(h)
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "glm_config.hpp"
+#include "tandem/backend.hpp"
+#include "tandem/model.hpp"
+#include "tandem/weight_format.hpp"
+
+namespace tandem::glm {
+
+struct glm_layer {
+  std::unique_ptr<device_buffer> attn_norm, ffn_norm, q_a_norm, kv_a_norm;
+  std::unique_ptr<linear_weight> a_proj;   // q_a_proj and kv_a_proj_with_mqa, grouped
+  std::unique_ptr<linear_weight> q_b, o_proj;
+  std::unique_ptr<mla_weight> kv_b;
+  // indexer (layers with their own)
+  std::unique_ptr<linear_weight> idx_wq_b, idx_wk, idx_weights;
+  std::unique_ptr<device_buffer> idx_k_norm_w, idx_k_norm_b;
+  int indexer_slot = -1;                   // layer of the indexer key cache, -1: shared
+  // dense MLP, or the shared experts of a MoE layer
+  std::unique_ptr<linear_weight> gate_up, down;
+  // MoE
+  std::unique_ptr<linear_weight> router;   // f32 {experts, hidden}
+  std::unique_ptr<device_buffer> router_bias;
+  std::unique_ptr<expert_weights> experts;
+};
+
+class glm_model final : public model {
+ public:
+  glm_model(backend& be, const weight_format& weights, glm_config cfg);
+  glm_model(const glm_model&) = delete;
+  glm_model& operator=(const glm_model&) = delete;
+
+  static std::vector<backend_op> ops_for(const glm_config& c);
+  const glm_config& config() const { return cfg_; }
+
+  const model_info& info() const override { return info_; }
+  std::vector<backend_op> required_ops() const override { return ops_for(cfg_); }
+  kv_spec kv_needs() const override;
+  void allocate_kv(int64_t kv_pages, int page_size) override;
+  void forward(const step_plan& plan, const forward_options& opt = {}) override;
+  std::vector<int32_t> sample(const std::vector<sampling_params>& params) override;
+  std::vector<float> logits_to_host() const override;
+  int64_t logit_rows() const override { return n_rows_; }
+  tensor_view hidden_states(int i = -1) const override;
+
+ private:
+  // Buffers one step works in, grown (never shrunk) to the largest step seen.
+  struct scratch {
+    std::unique_ptr<device_buffer> buf;
+    size_t bytes = 0;
+  };
+  tensor_view act(scratch& s, int64_t rows, int64_t cols);
+  tensor_view ints(scratch& s, int64_t n, int64_t cols = 1);
+  tensor_view upload(scratch& s, const std::vector<int32_t>& v);
+  tensor_view f32(scratch& s, int64_t rows, int64_t cols);
+  tensor_view norm_view(const device_buffer& b, int64_t n) const;
+
+  void load_weights(const weight_format& w);
+  void run_layer(int l, int64_t n, tensor_view& topk);
+
+  backend& be_;
+  glm_config cfg_;
+  model_info info_;
+  std::unique_ptr<linear_weight> embed_, head_;
+  std::unique_ptr<device_buffer> out_norm_;
+  std::vector<glm_layer> layers_;
+  std::unique_ptr<kv_storage> latent_kv_, index_kv_;
+  attention_batch batch_;
+  mla_params mla_;
+
+  scratch s_x_, s_h_, s_proj_, s_tmp_, s_a_, s_qres_, s_q_, s_attn_, s_iq_, s_ik_, s_iw_, s_topk_;
+  scratch s_gu_, s_rlog_, s_rid_, s_rw_, s_rows_h_, s_logits_, s_sampled_;
+  scratch s_ids_, s_pos_, s_slots_, s_qstart_, s_lens_, s_table_, s_rows_, s_taps_;
+  std::vector<int> taps_;
+  int64_t n_tokens_ = 0, n_rows_ = 0;
+};
+
+}  // namespace tandem::glm

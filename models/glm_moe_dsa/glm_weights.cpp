@@ -1,0 +1,136 @@
+// glm_model's weights under their Hugging Face names, shape-checked against the config.
+// Routed experts come per expert (model.layers.L.mlp.experts.E.gate_proj.weight, as GLM-5's
+// checkpoints store them) or fused (mlp.experts.gate_up_proj {E, 2F, H} and down_proj
+// {E, H, F}, as transformers 5 holds them); a fused tensor is cut into per-expert views.
+#include <deque>
+#include <string>
+
+#include "glm_model.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem::glm {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+class loader {
+ public:
+  loader(backend& be, const weight_format& w, const glm_config& c) : be_(be), w_(w), c_(c) {}
+
+  const tensor_info& get(const std::string& name, std::vector<int64_t> shape) const {
+    const tensor_info* t = w_.find(name);
+    if (!t) throw model_error(c_.file, "tensor " + name + " is missing");
+    if (t->shape != shape)
+      throw model_error(c_.file, "tensor " + name + " has shape " + shape_str(t->shape) + ", expected " +
+                                     shape_str(shape));
+    return *t;
+  }
+  std::unique_ptr<linear_weight> linear(const std::string& name, int64_t out, int64_t in) const {
+    return be_.load_linear(get(name, {out, in}));
+  }
+  std::unique_ptr<linear_weight> group(const std::vector<std::pair<std::string, int64_t>>& parts, int64_t in) const {
+    std::vector<const tensor_info*> infos;
+    for (const auto& [name, out] : parts) infos.push_back(&get(name, {out, in}));
+    return be_.load_linear_group(infos);
+  }
+  std::unique_ptr<device_buffer> vec(const std::string& name, int64_t n) const {
+    return be_.load_tensor(get(name, {n}), dtype::f32);
+  }
+  // Expert e's {rows, cols} matrix at row offset `row0` of a fused {E, R, cols} tensor.
+  const tensor_info* slice(const tensor_info& fused, int e, int64_t row0, int64_t rows) {
+    const int64_t cols = fused.shape[2];
+    const size_t el = static_cast<size_t>(traits(fused.type).block_bytes);
+    if (traits(fused.type).block_elems != 1)
+      throw model_error(c_.file, "tensor " + fused.name + ": fused experts must be a plain float type");
+    tensor_info t;
+    t.name = fused.name + "[" + std::to_string(e) + "]";
+    t.type = fused.type;
+    t.shape = {rows, cols};
+    t.nbytes = static_cast<size_t>(rows * cols) * el;
+    t.data = static_cast<const char*>(fused.data) + (static_cast<size_t>(e) * fused.shape[1] + row0) * cols * el;
+    slices_.push_back(std::move(t));
+    return &slices_.back();
+  }
+  const weight_format& weights() const { return w_; }
+
+ private:
+  backend& be_;
+  const weight_format& w_;
+  const glm_config& c_;
+  std::deque<tensor_info> slices_;  // stable addresses while the experts load
+};
+
+}  // namespace
+
+void glm_model::load_weights(const weight_format& w) {
+  loader ld(be_, w, cfg_);
+  const glm_config& c = cfg_;
+  embed_ = ld.linear("model.embed_tokens.weight", c.vocab, c.hidden);
+  if (!c.tied_embeddings) head_ = ld.linear("lm_head.weight", c.vocab, c.hidden);
+  out_norm_ = ld.vec("model.norm.weight", c.hidden);
+  const int64_t H = c.n_heads;
+  layers_.resize(c.n_layers);
+  int slot = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    glm_layer& L = layers_[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string a = p + "self_attn.";
+    L.attn_norm = ld.vec(p + "input_layernorm.weight", c.hidden);
+    L.ffn_norm = ld.vec(p + "post_attention_layernorm.weight", c.hidden);
+    L.a_proj = ld.group({{a + "q_a_proj.weight", c.q_lora_rank},
+                         {a + "kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope}}, c.hidden);
+    L.q_a_norm = ld.vec(a + "q_a_layernorm.weight", c.q_lora_rank);
+    L.kv_a_norm = ld.vec(a + "kv_a_layernorm.weight", c.kv_lora_rank);
+    L.q_b = ld.linear(a + "q_b_proj.weight", H * c.qk_head_dims(), c.q_lora_rank);
+    L.kv_b = be_.load_mla(ld.get(a + "kv_b_proj.weight", {H * (c.qk_nope + c.v_dims), c.kv_lora_rank}),
+                          c.n_heads, c.qk_nope, c.v_dims);
+    L.o_proj = ld.linear(a + "o_proj.weight", c.hidden, H * c.v_dims);
+    if (c.own_indexer[l]) {
+      const std::string ix = a + "indexer.";
+      L.indexer_slot = slot++;
+      L.idx_wq_b = ld.linear(ix + "wq_b.weight", int64_t(c.index_heads) * c.index_dims, c.q_lora_rank);
+      L.idx_wk = ld.linear(ix + "wk.weight", c.index_dims, c.hidden);
+      L.idx_k_norm_w = ld.vec(ix + "k_norm.weight", c.index_dims);
+      L.idx_k_norm_b = ld.vec(ix + "k_norm.bias", c.index_dims);
+      L.idx_weights = ld.linear(ix + "weights_proj.weight", c.index_heads, c.hidden);
+    }
+    const std::string m = p + "mlp.";
+    if (!c.sparse_mlp[l]) {
+      L.gate_up = ld.group({{m + "gate_proj.weight", c.ffn}, {m + "up_proj.weight", c.ffn}}, c.hidden);
+      L.down = ld.linear(m + "down_proj.weight", c.hidden, c.ffn);
+      continue;
+    }
+    const int64_t F = c.moe_ffn, shared = c.moe_ffn * c.n_shared;
+    if (c.n_shared > 0) {
+      L.gate_up = ld.group({{m + "shared_experts.gate_proj.weight", shared}, {m + "shared_experts.up_proj.weight", shared}},
+                           c.hidden);
+      L.down = ld.linear(m + "shared_experts.down_proj.weight", c.hidden, shared);
+    }
+    L.router = ld.linear(m + "gate.weight", c.n_routed, c.hidden);
+    L.router_bias = ld.vec(m + "gate.e_score_correction_bias", c.n_routed);
+    std::vector<const tensor_info*> gate, up, down;
+    if (const tensor_info* fused = w.find(m + "experts.gate_up_proj")) {
+      const tensor_info& gu = ld.get(fused->name, {c.n_routed, 2 * F, c.hidden});
+      const tensor_info& dn = ld.get(m + "experts.down_proj", {c.n_routed, c.hidden, F});
+      for (int e = 0; e < c.n_routed; ++e) {
+        gate.push_back(ld.slice(gu, e, 0, F));
+        up.push_back(ld.slice(gu, e, F, F));
+        down.push_back(ld.slice(dn, e, 0, c.hidden));
+      }
+    } else {
+      for (int e = 0; e < c.n_routed; ++e) {
+        const std::string x = m + "experts." + std::to_string(e) + ".";
+        gate.push_back(&ld.get(x + "gate_proj.weight", {F, c.hidden}));
+        up.push_back(&ld.get(x + "up_proj.weight", {F, c.hidden}));
+        down.push_back(&ld.get(x + "down_proj.weight", {c.hidden, F}));
+      }
+    }
+    L.experts = be_.load_experts(gate, up, down);
+  }
+}
+
+}  // namespace tandem::glm
