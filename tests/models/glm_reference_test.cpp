@@ -1,0 +1,215 @@
+#define BOOST_TEST_MODULE glm_reference
+#include <boost/test/unit_test.hpp>
+
+// glm_moe_dsa on backend.cpu against Hugging Face transformers (GlmMoeDsaForCausalLM in
+// float32 on the same bf16 weights; tests/fixtures/glm_moe_dsa/tiny_reference.json, made by
+// tools/fixtures/glm_moe_dsa_reference.py): the full-vocabulary logits at every recorded
+// prompt position, and 32 greedy tokens decoded one step at a time over the paged latent and
+// indexer caches. Prompts longer than index_topk (8) take DSA's sparse path. Then tandem's
+// own invariants on the same model: chunked prefill equals one prefill, a mixed batch equals
+// each sequence alone, and a sequence that reuses another's cached pages (what the prefix
+// cache does) equals one computed from scratch.
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include "registry.hpp"
+#include "tandem/backend.hpp"
+#include "tandem/kv_pool.hpp"
+#include "tandem/plugin_host.hpp"
+#include "tandem/weight_format.hpp"
+
+using namespace tandem;
+namespace json = boost::json;
+
+namespace {
+
+constexpr float logit_tol = 5e-4f;  // measured 8e-5 (f32 sums in another order); the reference's own noise 2e-6
+
+std::string fixtures() {
+  const char* f = std::getenv("TANDEM_FIXTURES");
+  BOOST_REQUIRE_MESSAGE(f, "TANDEM_FIXTURES is not set");
+  return std::string(f) + "/glm_moe_dsa";
+}
+
+json::value load_reference() {
+  std::ifstream in(fixtures() + "/tiny_reference.json");
+  BOOST_REQUIRE(in);
+  return json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+}
+
+std::vector<int32_t> ints(const json::value& v) {
+  std::vector<int32_t> r;
+  for (const auto& x : v.as_array()) r.push_back(static_cast<int32_t>(x.to_number<int64_t>()));
+  return r;
+}
+
+struct stack {
+  plugin_host host{plugin_host::default_search_path()};
+  std::unique_ptr<weight_format> weights;
+  std::unique_ptr<backend> be;
+  std::unique_ptr<model> m;
+  kv_pool pool{512, 4};  // small pages: every prompt spans several
+
+  stack() {
+    config wc, bc;
+    weights = host.create<weight_format>("weights.safetensors", wc);
+    weights->open(fixtures() + "/tiny");
+    bc.set("threads", int64_t{0});
+    be = host.create<backend>("backend.cpu", bc);
+    m = create_model(*be, *weights, "tiny");
+    m->allocate_kv(pool.n_pages(), pool.page_size());
+  }
+  int64_t vocab() const { return m->info().vocab; }
+
+  // One step over several sequences: {pages, start, tokens}; returns every token's logits
+  // (all) or each sequence's last.
+  struct part {
+    std::vector<int32_t>* pages;
+    int64_t start;
+    std::vector<int32_t> tokens;
+  };
+  std::vector<float> step(const std::vector<part>& parts, bool all) {
+    step_plan plan;
+    uint64_t id = 1;
+    for (const part& p : parts) {
+      BOOST_REQUIRE(pool.grow(*p.pages, p.start + static_cast<int64_t>(p.tokens.size())));
+      plan.seqs.push_back({id++, p.start, p.tokens, *p.pages, true, {}});
+    }
+    m->forward(plan, forward_options{.all_logits = all});
+    return m->logits_to_host();
+  }
+};
+
+float max_diff(const float* a, const float* b, int64_t n) {
+  float d = 0;
+  for (int64_t i = 0; i < n; ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  return d;
+}
+
+int32_t argmax(const float* row, int64_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(logits_and_greedy_match_transformers) {
+  const json::value ref = load_reference();
+  stack s;
+  const int64_t V = s.vocab();
+  int sparse_prompts = 0;
+  for (const json::value& pv : ref.at("prompts").as_array()) {
+    const json::object& p = pv.as_object();
+    const std::string name(p.at("name").as_string());
+    const std::vector<int32_t> ids = ints(p.at("token_ids"));
+    if (ids.size() > 8) ++sparse_prompts;
+    std::vector<int32_t> pages;
+    const std::vector<float> got = s.step({{&pages, 0, ids}}, true);
+    float worst = 0;
+    const auto& positions = p.at("logits_positions").as_array();
+    const auto& rows = p.at("logits").as_array();
+    for (size_t r = 0; r < positions.size(); ++r) {
+      const int64_t pos = positions[r].to_number<int64_t>();
+      std::vector<float> want;
+      for (const auto& x : rows[r].as_array()) want.push_back(static_cast<float>(x.to_number<double>()));
+      BOOST_REQUIRE_EQUAL(static_cast<int64_t>(want.size()), V);
+      worst = std::max(worst, max_diff(got.data() + pos * V, want.data(), V));
+    }
+    BOOST_TEST_MESSAGE(name << ": " << ids.size() << " tokens, logits max |diff| " << worst);
+    BOOST_CHECK_MESSAGE(worst < logit_tol, name << ": logits differ by " << worst);
+
+    // Greedy, one token per step over the caches, up to the reference's first near-tie.
+    const json::object& g = p.at("greedy").as_object();
+    const std::vector<int32_t> want = ints(g.at("token_ids"));
+    const auto& margins = g.at("margins").as_array();
+    int32_t next = argmax(got.data() + (static_cast<int64_t>(ids.size()) - 1) * V, V);
+    int64_t len = static_cast<int64_t>(ids.size());
+    size_t agree = 0;
+    for (size_t t = 0; t < want.size(); ++t) {
+      if (margins[t].to_number<double>() < 2 * logit_tol) break;
+      BOOST_CHECK_MESSAGE(next == want[t], name << ": greedy token " << t << " is " << next << ", expected " << want[t]);
+      if (next != want[t]) break;
+      ++agree;
+      const std::vector<float> row = s.step({{&pages, len, {next}}}, false);
+      ++len;
+      next = argmax(row.data(), V);
+    }
+    BOOST_TEST_MESSAGE(name << ": greedy agrees for " << agree << " of " << want.size() << " tokens");
+    BOOST_CHECK(agree >= std::min<size_t>(8, want.size()));
+    s.pool.release(pages);
+  }
+  BOOST_TEST(sparse_prompts >= 3);
+}
+
+BOOST_AUTO_TEST_CASE(chunked_prefill_batches_and_shared_pages_are_exact_enough) {
+  const json::value ref = load_reference();
+  const auto& prompts = ref.at("prompts").as_array();
+  const std::vector<int32_t> a = ints(prompts.back().at("token_ids"));  // the longest
+  const std::vector<int32_t> b = ints(prompts[3].at("token_ids"));
+  stack s;
+  const int64_t V = s.vocab();
+
+  std::vector<int32_t> pa;
+  const std::vector<float> whole = s.step({{&pa, 0, a}}, false);
+  s.pool.release(pa);
+
+  // Chunks of 7 tokens (not a page multiple), the last chunk's last logits compared.
+  std::vector<int32_t> pc;
+  std::vector<float> chunked;
+  for (size_t i = 0; i < a.size(); i += 7) {
+    const size_t e = std::min(a.size(), i + 7);
+    chunked = s.step({{&pc, static_cast<int64_t>(i), std::vector<int32_t>(a.begin() + i, a.begin() + e)}}, false);
+  }
+  BOOST_TEST(max_diff(whole.data(), chunked.data(), V) < 1e-4f);
+
+  // A mixed batch: b's whole prompt and one decode token of the chunked a, in one step.
+  std::vector<int32_t> pb;
+  const std::vector<float> b_alone = s.step({{&pb, 0, b}}, false);
+  s.pool.release(pb);
+  const int32_t next = argmax(chunked.data(), V);
+  std::vector<int32_t> pa2 = pc;
+  const std::vector<float> a_next_alone = s.step({{&pa2, static_cast<int64_t>(a.size()), {next}}}, false);
+  std::vector<int32_t> pb2, pc2;
+  BOOST_REQUIRE(s.pool.grow(pc2, 0));
+  // Recompute a's prefix into fresh pages, then batch its decode token with b's prefill.
+  s.step({{&pc2, 0, a}}, false);
+  const std::vector<float> mixed = s.step({{&pb2, 0, b}, {&pc2, static_cast<int64_t>(a.size()), {next}}}, false);
+  BOOST_TEST(max_diff(mixed.data(), b_alone.data(), V) < 1e-4f);
+  BOOST_TEST(max_diff(mixed.data() + V, a_next_alone.data(), V) < 1e-4f);
+
+  // Shared pages: a second sequence that starts with a's first 16 tokens (4 full pages) takes
+  // those pages by reference and computes only its own suffix.
+  std::vector<int32_t> suffix_seq(a.begin(), a.begin() + 16);
+  suffix_seq.insert(suffix_seq.end(), b.begin(), b.end());
+  std::vector<int32_t> pfresh;
+  const std::vector<float> fresh = s.step({{&pfresh, 0, suffix_seq}}, false);
+  std::vector<int32_t> pshared(pc2.begin(), pc2.begin() + 4);
+  for (int32_t page : pshared) s.pool.retain(page);
+  const std::vector<float> shared =
+      s.step({{&pshared, 16, std::vector<int32_t>(suffix_seq.begin() + 16, suffix_seq.end())}}, false);
+  BOOST_TEST(max_diff(fresh.data(), shared.data(), V) < 1e-4f);
+}
+
+BOOST_AUTO_TEST_CASE(hidden_states_of_chosen_layers) {
+  stack s;
+  std::vector<int32_t> pages;
+  BOOST_REQUIRE(s.pool.grow(pages, 5));
+  step_plan plan;
+  plan.seqs.push_back({1, 0, {1, 2, 3, 4, 5}, pages, true, {}});
+  s.m->forward(plan, forward_options{.hidden_layers = {0, 2}});
+  const tensor_view h0 = s.m->hidden_states(0), h2 = s.m->hidden_states(1);
+  BOOST_TEST(h0.shape[0] == 5);
+  BOOST_TEST(h0.shape[1] == s.m->info().hidden);
+  // After the last layer, the tap equals the residual stream the output norm reads.
+  const tensor_view last = s.m->hidden_states(-1);
+  std::vector<float> a(5 * s.m->info().hidden), b(a.size()), c(a.size());
+  s.be->copy_to_host(a.data(), h2.data, a.size() * 4);
+  s.be->copy_to_host(b.data(), last.data, b.size() * 4);
+  s.be->copy_to_host(c.data(), h0.data, c.size() * 4);
+  BOOST_TEST(max_diff(a.data(), b.data(), static_cast<int64_t>(a.size())) < 1e-6f);
+  BOOST_TEST(max_diff(a.data(), c.data(), static_cast<int64_t>(a.size())) > 1e-3f);
+  BOOST_CHECK_THROW(s.m->hidden_states(2), error);
+  plan.seqs[0].start_pos = 0;
+  BOOST_CHECK_THROW(s.m->forward(plan, forward_options{.hidden_layers = {3}}), error);
+}
