@@ -30,11 +30,12 @@ struct job {
   int cancel_at = -1;      // cancelled before this step (-1: never)
 };
 
-std::vector<job> workload() {
+// Token ids lo .. lo + span - 1 (the default model: 300 + 8000; the tiny GLM: 0 + 500).
+std::vector<job> workload(int32_t lo, uint32_t span) {
   std::mt19937 rng(7);
   auto tokens = [&](int n) {
     std::vector<int32_t> t;
-    for (int i = 0; i < n; ++i) t.push_back(300 + static_cast<int32_t>(rng() % 8000));
+    for (int i = 0; i < n; ++i) t.push_back(lo + static_cast<int32_t>(rng() % span));
     return t;
   };
   const std::vector<int32_t> system_a = tokens(40), system_b = tokens(23);
@@ -63,12 +64,13 @@ struct run_result {
   engine_stats stats;
 };
 
-run_result run(const std::string& pipeline, std::vector<std::string> overrides) {
+run_result run(const std::string& pipeline, std::vector<std::string> overrides, int32_t lo = 300,
+               uint32_t span = 8000) {
   overrides.push_back("engine.kv_tokens=256");  // 16 pages of 16: eviction and preemption
   overrides.push_back("engine.page_size=16");
   auto rt = runtime::open(source_root() / "pipelines" / pipeline, {.overrides = overrides, .allow_pull = false, .progress = {}});
   engine& eng = rt->eng();
-  std::vector<job> jobs = workload();
+  std::vector<job> jobs = workload(lo, span);
   run_result res;
   std::map<int, uint64_t> ids;
   std::map<int, bool> done;
@@ -139,4 +141,18 @@ BOOST_AUTO_TEST_CASE(the_same_workload_under_both_scheduler_pipelines) {
   for (const auto& [k, out] : fcfs.outputs)
     BOOST_TEST_CONTEXT("job " << k) { BOOST_TEST(warm.outputs.at(k) == out, boost::test_tools::per_element()); }
   BOOST_TEST(warm.stats.prefix_hits > 0u);
+}
+
+// The same on the GLM-5-family model (MLA latent and DSA indexer caches, shared by page):
+// prompts of 45+ tokens run past index_topk, so cached pages feed the sparse path too.
+BOOST_AUTO_TEST_CASE(glm_caching_on_and_off_are_token_identical_under_greedy) {
+  std::filesystem::current_path(source_root());  // the pipeline names its model relative to the repository
+  const run_result off = run("safetensors.yaml", {"engine.prefix_caching=false"}, 0, 500);
+  const run_result on = run("safetensors.yaml", {"engine.prefix_caching=true"}, 0, 500);
+  BOOST_TEST(off.stats.prefix_hits == 0u);
+  BOOST_TEST(on.stats.prefix_hits > 0u);
+  BOOST_TEST(on.stats.pages_evicted > 0u);
+  BOOST_TEST(on.outputs.size() == 13u);
+  for (const auto& [k, out] : off.outputs)
+    BOOST_TEST_CONTEXT("job " << k) { BOOST_TEST(on.outputs.at(k) == out, boost::test_tools::per_element()); }
 }
