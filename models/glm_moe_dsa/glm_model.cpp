@@ -43,10 +43,14 @@ std::vector<backend_op> glm_model::ops_for(const glm_config& c) {
 }
 
 kv_spec glm_model::kv_needs() const {
+  int indexers = 0;
+  for (const glm_layer& L : layers_) indexers += L.indexer_slot >= 0;
+  for (const glm_mtp& M : mtp_) indexers += M.block.indexer_slot >= 0;
   kv_spec s;
-  s.groups.push_back({"mla latent", cfg_.n_layers, 1, cfg_.kv_lora_rank + cfg_.qk_rope, false, be_.activation_type()});
-  if (cfg_.indexer_layers() > 0)
-    s.groups.push_back({"dsa indexer keys", cfg_.indexer_layers(), 1, cfg_.index_dims, false, be_.activation_type()});
+  s.groups.push_back({"mla latent", cfg_.n_layers + mtp_layers(), 1, cfg_.kv_lora_rank + cfg_.qk_rope, false,
+                      be_.activation_type()});
+  if (indexers > 0)
+    s.groups.push_back({"dsa indexer keys", indexers, 1, cfg_.index_dims, false, be_.activation_type()});
   return s;
 }
 
@@ -126,19 +130,14 @@ tensor_view as_heads(tensor_view v, int64_t heads) {  // [n, heads * d] -> [n, h
 
 }  // namespace
 
-void glm_model::forward(const step_plan& plan, const forward_options& opt) {
+void glm_model::prepare_step(const step_plan& plan, bool all_logits) {
   if (!latent_kv_) throw error("glm_model: forward before allocate_kv");
-  for (int l : opt.hidden_layers)
-    if (l < 0 || l >= cfg_.n_layers)
-      throw error(fmt::format("glm_model: hidden state of layer {} asked, the model has {}", l, cfg_.n_layers));
-  taps_ = opt.hidden_layers;
   const int page = latent_kv_->layout().page_size;
-  const step_inputs in = make_step_inputs(plan, page, cfg_.vocab, opt.all_logits);
+  const step_inputs in = make_step_inputs(plan, page, cfg_.vocab, all_logits);
   const int64_t n = static_cast<int64_t>(in.ids.size());
   const int64_t seqs = static_cast<int64_t>(in.lens.size());
   n_tokens_ = n;
   n_rows_ = static_cast<int64_t>(in.rows.size());
-
   batch_.n_seqs = static_cast<int>(seqs);
   batch_.n_tokens = static_cast<int>(n);
   batch_.max_pages_per_seq = static_cast<int>(in.max_pages);
@@ -151,28 +150,72 @@ void glm_model::forward(const step_plan& plan, const forward_options& opt) {
   batch_.slot_mapping = upload(s_slots_, in.slots);
   batch_.positions = upload(s_pos_, in.pos);
   batch_.rope = nullptr;
-  const tensor_view ids = upload(s_ids_, in.ids);
-  const tensor_view rows = upload(s_rows_, in.rows);
-
-  tensor_view x = act(s_x_, n, cfg_.hidden);
-  if (!taps_.empty()) act(s_taps_, static_cast<int64_t>(taps_.size()) * n, cfg_.hidden);
-  be_.embed(*embed_, ids, x);
-  tensor_view topk;  // the last full layer's selection, reused by shared layers
-  for (int l = 0; l < cfg_.n_layers; ++l) run_layer(l, n, topk);
-  tensor_view h = act(s_h_, n, cfg_.hidden);
-  be_.add_rms_norm(x, act(s_proj_, n, cfg_.hidden), norm_view(*out_norm_, cfg_.hidden), cfg_.rms_eps, h);
-  if (n_rows_ == 0) return;
-  tensor_view rh = act(s_rows_h_, n_rows_, cfg_.hidden);
-  be_.gather_rows(h, rows, rh);
-  be_.linear(head_ ? *head_ : *embed_, rh, f32(s_logits_, n_rows_, cfg_.vocab));
+  ids_ = upload(s_ids_, in.ids);
+  rows_ = upload(s_rows_, in.rows);
 }
 
-void glm_model::run_layer(int l, int64_t n, tensor_view& topk) {
+void glm_model::forward(const step_plan& plan, const forward_options& opt) {
+  for (int l : opt.hidden_layers)
+    if (l < 0 || l >= cfg_.n_layers)
+      throw error(fmt::format("glm_model: hidden state of layer {} asked, the model has {}", l, cfg_.n_layers));
+  taps_ = opt.hidden_layers;
+  prepare_step(plan, opt.all_logits);
+  const int64_t n = n_tokens_;
+  tensor_view x = act(s_x_, n, cfg_.hidden);
+  if (!taps_.empty()) act(s_taps_, static_cast<int64_t>(taps_.size()) * n, cfg_.hidden);
+  be_.embed(*embed_, ids_, x);
+  tensor_view topk;  // the last full layer's selection, reused by shared layers
+  for (const glm_layer& L : layers_) run_layer(L, n, topk, &L == &layers_.front());
+  logits_of(head_ ? *head_ : *embed_, *out_norm_, n);
+}
+
+// h = norm(x + proj) (the last layer's output joins the stream), then the logits rows.
+void glm_model::logits_of(const linear_weight& head, const device_buffer& norm, int64_t n) {
+  tensor_view x = act(s_x_, n, cfg_.hidden), h = act(s_h_, n, cfg_.hidden);
+  be_.add_rms_norm(x, act(s_proj_, n, cfg_.hidden), norm_view(norm, cfg_.hidden), cfg_.rms_eps, h);
+  if (n_rows_ == 0) return;
+  tensor_view rh = act(s_rows_h_, n_rows_, cfg_.hidden);
+  be_.gather_rows(h, rows_, rh);
+  be_.linear(head, rh, f32(s_logits_, n_rows_, cfg_.vocab));
+}
+
+tensor_view glm_model::normed_hidden_states() const {
+  return tensor_view::contiguous(s_h_.buf->data(), be_.activation_type(), {n_tokens_, cfg_.hidden}, be_.dev());
+}
+
+void glm_model::forward_mtp(const step_plan& plan, tensor_view prev_hidden, int k, bool all_logits) {
+  if (k < 0 || k >= mtp_layers())
+    throw error(fmt::format("glm_model: MTP layer {} asked, the checkpoint has {}", k, mtp_layers()));
+  const glm_mtp& M = mtp_[k];
+  if (prev_hidden.ndim != 2 || prev_hidden.shape[0] != plan.n_tokens() || prev_hidden.shape[1] != cfg_.hidden)
+    throw error("glm_model: forward_mtp needs prev_hidden [plan tokens, hidden]");
+  taps_.clear();
+  prepare_step(plan, all_logits);
+  const int64_t n = n_tokens_, H = cfg_.hidden;
+  // [enorm(embed(t)) | hnorm(h)] side by side in one [n, 2H] buffer, then eh_proj into x.
+  // prev_hidden may be normed_hidden_states() itself (s_h_), which nothing here writes
+  // before hnorm has read it.
+  tensor_view eh = act(s_gu_, n, 2 * H);
+  tensor_view e = act(s_tmp_, n, H);
+  be_.embed(*embed_, ids_, e);
+  tensor_view left = eh, right = eh;
+  left.shape[1] = right.shape[1] = H;
+  right.data = static_cast<char*>(eh.data) + static_cast<size_t>(H) * traits(eh.type).block_bytes;
+  be_.rms_norm(e, norm_view(*M.enorm, H), cfg_.rms_eps, left);
+  be_.rms_norm(prev_hidden, norm_view(*M.hnorm, H), cfg_.rms_eps, right);
+  tensor_view x = act(s_x_, n, H);
+  be_.linear(*M.eh_proj, eh, x);
+  tensor_view topk;
+  run_layer(M.block, n, topk, true);
+  logits_of(M.head ? *M.head : (head_ ? *head_ : *embed_), *M.head_norm, n);
+}
+
+void glm_model::run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool first) {
   const glm_config& c = cfg_;
-  const glm_layer& L = layers_[l];
+  const int l = L.kv_layer;
   tensor_view x = act(s_x_, n, c.hidden), h = act(s_h_, n, c.hidden), proj = act(s_proj_, n, c.hidden);
   // The previous layer's output joins the residual stream inside the fused norm.
-  if (l == 0) be_.rms_norm(x, norm_view(*L.attn_norm, c.hidden), c.rms_eps, h);
+  if (first) be_.rms_norm(x, norm_view(*L.attn_norm, c.hidden), c.rms_eps, h);
   else be_.add_rms_norm(x, proj, norm_view(*L.attn_norm, c.hidden), c.rms_eps, h);
 
   // q_a and kv_a in one grouped linear: all of q_a's rows, then kv_a's.
@@ -207,9 +250,9 @@ void glm_model::run_layer(int l, int64_t n, tensor_view& topk) {
   be_.linear(*L.o_proj, attn, proj);
   be_.add_rms_norm(x, proj, norm_view(*L.ffn_norm, c.hidden), c.rms_eps, h);
 
-  const int64_t ffn = c.sparse_mlp[l] ? c.moe_ffn * c.n_shared : c.ffn;
+  const int64_t ffn = L.sparse ? c.moe_ffn * c.n_shared : c.ffn;
   tensor_view tmp = act(s_tmp_, n, c.hidden);
-  if (c.sparse_mlp[l]) {
+  if (L.sparse) {
     tensor_view logits = f32(s_rlog_, n, c.n_routed);
     be_.linear(*L.router, h, logits);
     tensor_view rid = ints(s_rid_, n, c.top_k), rw = f32(s_rw_, n, c.top_k);
@@ -225,7 +268,7 @@ void glm_model::run_layer(int l, int64_t n, tensor_view& topk) {
                                              {n, ffn}, be_.dev());
     be_.silu_mul(gate, up, gate);
     be_.linear(*L.down, gate, proj);
-    if (c.sparse_mlp[l]) be_.add(tmp, proj, proj);
+    if (L.sparse) be_.add(tmp, proj, proj);
   }
   for (size_t i = 0; i < taps_.size(); ++i) {
     if (taps_[i] != l) continue;

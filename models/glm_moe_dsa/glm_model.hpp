@@ -30,12 +30,23 @@ struct glm_layer {
   std::unique_ptr<linear_weight> idx_wq_b, idx_wk, idx_weights;
   std::unique_ptr<device_buffer> idx_k_norm_w, idx_k_norm_b;
   int indexer_slot = -1;                   // layer of the indexer key cache, -1: shared
+  int kv_layer = 0;                        // layer of the latent cache
+  bool sparse = false;                     // routed experts (else a dense MLP)
   // dense MLP, or the shared experts of a MoE layer
   std::unique_ptr<linear_weight> gate_up, down;
   // MoE
   std::unique_ptr<linear_weight> router;   // f32 {experts, hidden}
   std::unique_ptr<device_buffer> router_bias;
   std::unique_ptr<expert_weights> experts;
+};
+
+// A multi-token-prediction layer (DeepSeek-V3's, which GLM-5 checkpoints carry after the
+// stack as model.layers.N.*): h = eh_proj [enorm(embed(t_next)) | hnorm(h_prev)], one more
+// decoder layer, then shared_head.norm and the head (shared_head.head, else lm_head).
+struct glm_mtp {
+  std::unique_ptr<device_buffer> enorm, hnorm, head_norm;
+  std::unique_ptr<linear_weight> eh_proj, head;  // head null: lm_head
+  glm_layer block;
 };
 
 class glm_model final : public model {
@@ -56,6 +67,15 @@ class glm_model final : public model {
   std::vector<float> logits_to_host() const override;
   int64_t logit_rows() const override { return n_rows_; }
   tensor_view hidden_states(int i = -1) const override;
+  // The final hidden states of the last forward() after the output norm, [n_tokens, hidden]
+  // (what an MTP layer conditions on).
+  tensor_view normed_hidden_states() const;
+  int mtp_layers() const { return static_cast<int>(mtp_.size()); }
+  // Runs MTP layer k over `plan`, whose tokens are each position's NEXT token, conditioned on
+  // prev_hidden [plan.n_tokens(), hidden] (the main model's normed_hidden_states() of the same
+  // positions, or the previous MTP layer's); its logits replace the last forward's for
+  // sample() / logits_to_host(). Uses the pages of `plan` in MTP layer k's own caches.
+  void forward_mtp(const step_plan& plan, tensor_view prev_hidden, int k = 0, bool all_logits = false);
 
  private:
   // Buffers one step works in, grown (never shrunk) to the largest step seen.
@@ -70,7 +90,11 @@ class glm_model final : public model {
   tensor_view norm_view(const device_buffer& b, int64_t n) const;
 
   void load_weights(const weight_format& w);
-  void run_layer(int l, int64_t n, tensor_view& topk);
+  void load_layer(const weight_format& w, glm_layer& L, int l, bool own_indexer, bool sparse, int& slot);
+  void prepare_step(const step_plan& plan, bool all_logits);  // batch_, ids, rows of a plan
+  // One decoder layer; `first`: x is fresh (no previous layer's output to add).
+  void run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool first);
+  void logits_of(const linear_weight& head, const device_buffer& norm, int64_t n);
 
   backend& be_;
   glm_config cfg_;
@@ -78,6 +102,8 @@ class glm_model final : public model {
   std::unique_ptr<linear_weight> embed_, head_;
   std::unique_ptr<device_buffer> out_norm_;
   std::vector<glm_layer> layers_;
+  std::vector<glm_mtp> mtp_;
+  tensor_view ids_, rows_;
   std::unique_ptr<kv_storage> latent_kv_, index_kv_;
   attention_batch batch_;
   mla_params mla_;

@@ -2,6 +2,7 @@
 // Routed experts come per expert (model.layers.L.mlp.experts.E.gate_proj.weight, as GLM-5's
 // checkpoints store them) or fused (mlp.experts.gate_up_proj {E, 2F, H} and down_proj
 // {E, H, F}, as transformers 5 holds them); a fused tensor is cut into per-expert views.
+#include <algorithm>
 #include <deque>
 #include <string>
 
@@ -72,13 +73,36 @@ void glm_model::load_weights(const weight_format& w) {
   embed_ = ld.linear("model.embed_tokens.weight", c.vocab, c.hidden);
   if (!c.tied_embeddings) head_ = ld.linear("lm_head.weight", c.vocab, c.hidden);
   out_norm_ = ld.vec("model.norm.weight", c.hidden);
-  const int64_t H = c.n_heads;
   layers_.resize(c.n_layers);
   int slot = 0;
-  for (int l = 0; l < c.n_layers; ++l) {
-    glm_layer& L = layers_[l];
+  for (int l = 0; l < c.n_layers; ++l) load_layer(w, layers_[l], l, c.own_indexer[l], c.sparse_mlp[l], slot);
+  // MTP layers follow the stack: a MoE decoder layer (dense when every layer is), with its own
+  // indexer when the checkpoint has one (else it attends to the whole context).
+  mtp_.resize(c.nextn_layers);
+  for (int k = 0; k < c.nextn_layers; ++k) {
+    const int l = c.n_layers + k;
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    glm_mtp& M = mtp_[k];
+    M.enorm = ld.vec(p + "enorm.weight", c.hidden);
+    M.hnorm = ld.vec(p + "hnorm.weight", c.hidden);
+    M.eh_proj = ld.linear(p + "eh_proj.weight", c.hidden, 2 * c.hidden);
+    M.head_norm = ld.vec(p + "shared_head.norm.weight", c.hidden);
+    if (w.find(p + "shared_head.head.weight")) M.head = ld.linear(p + "shared_head.head.weight", c.vocab, c.hidden);
+    const bool own = w.find(p + "self_attn.indexer.wk.weight") != nullptr;
+    const bool sparse = std::find(c.sparse_mlp.begin(), c.sparse_mlp.end(), true) != c.sparse_mlp.end();
+    load_layer(w, M.block, l, own, sparse, slot);
+  }
+}
+
+void glm_model::load_layer(const weight_format& w, glm_layer& L, int l, bool own_indexer, bool sparse, int& slot) {
+  loader ld(be_, w, cfg_);
+  const glm_config& c = cfg_;
+  const int64_t H = c.n_heads;
+  {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const std::string a = p + "self_attn.";
+    L.kv_layer = l;
+    L.sparse = sparse;
     L.attn_norm = ld.vec(p + "input_layernorm.weight", c.hidden);
     L.ffn_norm = ld.vec(p + "post_attention_layernorm.weight", c.hidden);
     L.a_proj = ld.group({{a + "q_a_proj.weight", c.q_lora_rank},
@@ -89,7 +113,7 @@ void glm_model::load_weights(const weight_format& w) {
     L.kv_b = be_.load_mla(ld.get(a + "kv_b_proj.weight", {H * (c.qk_nope + c.v_dims), c.kv_lora_rank}),
                           c.n_heads, c.qk_nope, c.v_dims);
     L.o_proj = ld.linear(a + "o_proj.weight", c.hidden, H * c.v_dims);
-    if (c.own_indexer[l]) {
+    if (own_indexer) {
       const std::string ix = a + "indexer.";
       L.indexer_slot = slot++;
       L.idx_wq_b = ld.linear(ix + "wq_b.weight", int64_t(c.index_heads) * c.index_dims, c.q_lora_rank);
@@ -99,10 +123,10 @@ void glm_model::load_weights(const weight_format& w) {
       L.idx_weights = ld.linear(ix + "weights_proj.weight", c.index_heads, c.hidden);
     }
     const std::string m = p + "mlp.";
-    if (!c.sparse_mlp[l]) {
+    if (!sparse) {
       L.gate_up = ld.group({{m + "gate_proj.weight", c.ffn}, {m + "up_proj.weight", c.ffn}}, c.hidden);
       L.down = ld.linear(m + "down_proj.weight", c.hidden, c.ffn);
-      continue;
+      return;
     }
     const int64_t F = c.moe_ffn, shared = c.moe_ffn * c.n_shared;
     if (c.n_shared > 0) {

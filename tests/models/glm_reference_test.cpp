@@ -14,7 +14,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <deque>
 #include <iterator>
+
+#include "glm_moe_dsa/glm_model.hpp"
 
 #include "registry.hpp"
 #include "tandem/backend.hpp"
@@ -212,4 +215,113 @@ BOOST_AUTO_TEST_CASE(hidden_states_of_chosen_layers) {
   BOOST_CHECK_THROW(s.m->hidden_states(2), error);
   plan.seqs[0].start_pos = 0;
   BOOST_CHECK_THROW(s.m->forward(plan, forward_options{.hidden_layers = {3}}), error);
+}
+
+namespace {
+
+// The tiny fixture plus one MTP layer (num_nextn_predict_layers 1): model.layers.3.* is a copy
+// of layer 1's tensors (a MoE layer with its own indexer) and enorm / hnorm / eh_proj /
+// shared_head.norm made here. No reference implements GLM's MTP layer (transformers drops
+// those weights), so this checks that it loads, runs and keeps tandem's step invariants.
+class with_mtp final : public weight_format {
+ public:
+  explicit with_mtp(const weight_format& base) : base_(base) {
+    meta_ = base.meta();
+    std::string cfg = *base.meta().get_string("hf.config_json");
+    const size_t key = cfg.find("\"num_nextn_predict_layers\"");
+    BOOST_REQUIRE(key != std::string::npos);
+    cfg.replace(cfg.find(':', key) + 1, cfg.find_first_of(",}", key) - cfg.find(':', key) - 1, " 1");
+    meta_.set("hf.config_json", cfg);
+    const int64_t H = 64;
+    for (const tensor_info& t : base.tensors()) {
+      const std::string p = "model.layers.1.";
+      if (t.name.rfind(p, 0) != 0) continue;
+      tensor_info c = t;
+      c.name = "model.layers.3." + t.name.substr(p.size());
+      extra_.push_back(c);
+    }
+    auto add = [&](const std::string& name, std::vector<int64_t> shape, float base_value, float spread) {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      store_.emplace_back(n);
+      for (int64_t i = 0; i < n; ++i) store_.back()[i] = base_value + spread * std::sin(0.37f * static_cast<float>(i));
+      tensor_info t;
+      t.name = name;
+      t.type = dtype::f32;
+      t.shape = shape;
+      t.data = store_.back().data();
+      t.nbytes = static_cast<size_t>(n) * 4;
+      extra_.push_back(t);
+    };
+    add("model.layers.3.enorm.weight", {H}, 1.0f, 0.1f);
+    add("model.layers.3.hnorm.weight", {H}, 1.0f, 0.1f);
+    add("model.layers.3.shared_head.norm.weight", {H}, 1.0f, 0.1f);
+    add("model.layers.3.eh_proj.weight", {H, 2 * H}, 0.0f, 0.08f);
+  }
+  void open(const std::filesystem::path&) override {}
+  const model_metadata& meta() const override { return meta_; }
+  std::span<const tensor_info> tensors() const override { return base_.tensors(); }
+  const tensor_info* find(std::string_view name) const override {
+    for (const tensor_info& t : extra_)
+      if (t.name == name) return &t;
+    return base_.find(name);
+  }
+
+ private:
+  const weight_format& base_;
+  model_metadata meta_;
+  std::deque<tensor_info> extra_;
+  std::deque<std::vector<float>> store_;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(mtp_layer_loads_and_runs) {
+  stack base;
+  with_mtp w(*base.weights);
+  std::unique_ptr<model> m = create_model(*base.be, w, "tiny+mtp");
+  auto* glm = dynamic_cast<glm::glm_model*>(m.get());
+  BOOST_REQUIRE(glm);
+  BOOST_TEST(glm->mtp_layers() == 1);
+  const kv_spec kv = m->kv_needs();
+  BOOST_TEST(kv.groups[0].n_layers == 4);  // 3 layers + the MTP layer's latent cache
+  BOOST_TEST(kv.groups[1].n_layers == 3);  // indexers of layers 0, 1 and the MTP layer
+  kv_pool pool(64, 4);
+  m->allocate_kv(pool.n_pages(), pool.page_size());
+  const int64_t V = m->info().vocab, H = m->info().hidden;
+  const std::vector<int32_t> ids = {5, 77, 301, 12, 9, 140, 33, 250, 18, 499, 60, 7};
+
+  // Main forward over all positions, then MTP over the next tokens (ids shifted by one).
+  std::vector<int32_t> pages;
+  BOOST_REQUIRE(pool.grow(pages, static_cast<int64_t>(ids.size())));
+  step_plan plan;
+  plan.seqs.push_back({1, 0, std::vector<int32_t>(ids.begin(), ids.end() - 1), pages, true, {}});
+  m->forward(plan, forward_options{.all_logits = true});
+  std::vector<float> h(static_cast<size_t>((ids.size() - 1) * H));
+  base.be->copy_to_host(h.data(), glm->normed_hidden_states().data, h.size() * 4);
+  step_plan next = plan;
+  next.seqs[0].tokens.assign(ids.begin() + 1, ids.end());
+  std::vector<float> hcopy = h;
+  tensor_view hv = tensor_view::contiguous(hcopy.data(), dtype::f32, {static_cast<int64_t>(ids.size() - 1), H});
+  glm->forward_mtp(next, hv, 0, true);
+  const std::vector<float> all = m->logits_to_host();
+  BOOST_REQUIRE_EQUAL(all.size(), (ids.size() - 1) * V);
+  for (float v : all) BOOST_REQUIRE(std::isfinite(v));
+
+  // Step invariant: the MTP layer's caches make a two-chunk run equal the one-shot run.
+  std::vector<int32_t> pages2;
+  BOOST_REQUIRE(pool.grow(pages2, static_cast<int64_t>(ids.size())));
+  const int64_t cut = 5;
+  for (int part = 0; part < 2; ++part) {
+    const int64_t b = part ? cut : 0, e = part ? static_cast<int64_t>(ids.size()) - 1 : cut;
+    step_plan p;
+    p.seqs.push_back({2, b, std::vector<int32_t>(ids.begin() + 1 + b, ids.begin() + 1 + e), pages2, true, {}});
+    tensor_view hp = tensor_view::contiguous(hcopy.data() + b * H, dtype::f32, {e - b, H});
+    glm->forward_mtp(p, hp, 0, true);
+  }
+  const std::vector<float> tail = m->logits_to_host();
+  BOOST_TEST(max_diff(tail.data(), all.data() + cut * V, static_cast<int64_t>(tail.size())) < 1e-4f);
+  BOOST_CHECK_THROW(glm->forward_mtp(next, hv, 1), error);
+  tensor_view short_h = tensor_view::contiguous(hcopy.data(), dtype::f32, {3, H});
+  BOOST_CHECK_THROW(glm->forward_mtp(next, short_h, 0), error);  // one hidden row per token
 }
