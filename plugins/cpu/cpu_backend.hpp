@@ -4,7 +4,11 @@
 // Activations are f32 in host memory; every op runs to completion before it returns
 // (synchronize() has nothing to wait for). Linear weights of q4_0 / q4_1 / q8_0 / f32 /
 // f16 are used in place (bf16 is widened to f32 on load); the KV pool is f32. Ops run on
-// a persistent thread pool; one thread drives a backend at a time.
+// a persistent thread pool; one thread drives a backend at a time. Every backend_op is
+// implemented: beyond the dense family, layer_norm, MLA attention and the DSA indexer
+// (over key-only caches; mla.hpp), and MoE routing and experts (moe.hpp). mla_attention
+// and dsa_indexer leave q, kv_a and k as they were: the rotated q lives in scratch, and
+// the rotated k_rope / k only in the cache.
 //
 //   tandem::cpu::cpu_backend be({.threads = 2});
 //   auto w = be.load_linear(*wf->find("blk.0.ffn_up.weight"));
@@ -12,6 +16,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels.hpp"
 #include "linear.hpp"
@@ -65,6 +70,23 @@ class cpu_backend final : public backend {
   void sample(tensor_view logits, std::span<const sampling_params> params,
               tensor_view ids) override;
 
+  bool supports(backend_op op) const override;
+  void layer_norm(tensor_view x, tensor_view weight, tensor_view bias, float eps, tensor_view out) override;
+  std::unique_ptr<mla_weight> load_mla(const tensor_info& kv_b, int heads, int nope, int v) override;
+  void mla_attention(tensor_view q, tensor_view kv_a, const mla_weight& w, kv_storage& kv, int layer,
+                     const attention_batch& batch, const mla_params& p, tensor_view topk,
+                     tensor_view out) override;
+  void dsa_indexer(tensor_view q, tensor_view k, tensor_view w, kv_storage& kv, int layer,
+                   const attention_batch& batch, int rope_dims, float rope_theta, int top_k,
+                   tensor_view topk) override;
+  std::unique_ptr<expert_weights> load_experts(std::span<const tensor_info* const> gate,
+                                               std::span<const tensor_info* const> up,
+                                               std::span<const tensor_info* const> down) override;
+  void moe_route(tensor_view logits, tensor_view bias, const moe_routing& r, tensor_view ids,
+                 tensor_view weights) override;
+  void moe_experts(const expert_weights& w, tensor_view x, tensor_view ids, tensor_view weights,
+                   tensor_view out) override;
+
   int threads() const { return pool_.size(); }
   const kernel_table& kernels() const { return *kernels_; }
 
@@ -76,6 +98,10 @@ class cpu_backend final : public backend {
   bool float_linear_;
   bool exl3_exact_;
   rope_cache rope_cache_;
+  rope_cache mla_rope_cache_, dsa_rope_cache_;  // their own tables: no rebuild between ops
+  std::vector<float> moe_scratch_;              // moe_experts: gathered rows and activations
+  std::vector<int32_t> moe_rows_;               // moe_experts: rows by expert
+  std::vector<float> moe_weights_;              // moe_experts: their routing weights
 };
 
 }  // namespace tandem::cpu

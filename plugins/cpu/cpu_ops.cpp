@@ -83,6 +83,7 @@ void cpu_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_stor
   auto* ckv = dynamic_cast<cpu_kv*>(&kv);
   if (ckv == nullptr) fail(op, "the KV pool was not allocated by backend.cpu");
   const ref::paged_kv pool = ckv->layer(layer);
+  if (pool.v == nullptr) fail(op, "kv is a key-only cache (kv_layout::values = false); GQA attention needs K and V");
   if (q.ndim != 3 || k.ndim != 3 || v.ndim != 3 || out.ndim != 3) {
     fail(op, "q, k, v and out must be [n, heads, head_dim]");
   }

@@ -28,16 +28,17 @@ cpu_kv::cpu_kv(const kv_layout& layout) : layout_(layout) {
                        layout.n_kv_heads * layout.head_dim * sizeof(float);
   for (int l = 0; l < layout.n_layers; ++l) {
     k_.push_back(std::make_unique<host_buffer>(bytes));
-    v_.push_back(std::make_unique<host_buffer>(bytes));
+    if (layout.values) v_.push_back(std::make_unique<host_buffer>(bytes));
   }
 }
 
-ref::paged_kv cpu_kv::layer(int l) const {
+ref::paged_kv cpu_kv::layer(int l, const char* op) const {
   if (l < 0 || l >= layout_.n_layers) {
-    throw error("backend.cpu attention: layer " + std::to_string(l) + " outside the KV pool's " +
-                std::to_string(layout_.n_layers) + " layers");
+    throw error(std::string("backend.cpu ") + op + ": layer " + std::to_string(l) +
+                " outside the KV pool's " + std::to_string(layout_.n_layers) + " layers");
   }
-  return {static_cast<float*>(k_[l]->data()), static_cast<float*>(v_[l]->data()),
+  return {static_cast<float*>(k_[l]->data()),
+          layout_.values ? static_cast<float*>(v_[l]->data()) : nullptr,
           layout_.n_pages, layout_.page_size, layout_.n_kv_heads, layout_.head_dim};
 }
 

@@ -32,12 +32,14 @@ class cpu_linear final : public linear_weight {
   std::unique_ptr<host_buffer> owned_;
 };
 
-// K and V of every layer, f32, [n_pages, page_size, n_kv_heads, head_dim] each.
+// K and V of every layer, f32, [n_pages, page_size, n_kv_heads, head_dim] each. A
+// key-only cache (layout.values == false) allocates no V: layer(l).v is nullptr.
 class cpu_kv final : public kv_storage {
  public:
   explicit cpu_kv(const kv_layout& layout);
   const kv_layout& layout() const override { return layout_; }
-  ref::paged_kv layer(int l) const;  // throws tandem::error for a bad layer
+  // Throws tandem::error naming `op` for a bad layer.
+  ref::paged_kv layer(int l, const char* op = "attention") const;
 
  private:
   kv_layout layout_;

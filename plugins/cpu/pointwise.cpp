@@ -48,6 +48,24 @@ void run_add_rms_norm(thread_pool& pool, const kernel_table& k, const rows_view&
   });
 }
 
+void run_layer_norm(thread_pool& pool, const rows_view& x, const float* w, const float* b, float eps,
+                    const rows_view& out) {
+  const int64_t d = x.cols;
+  for_rows(pool, x.rows, d, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x.row(r);
+      float* o = out.row(r);
+      float sum = 0.0f;
+      for (int64_t j = 0; j < d; ++j) sum += xr[j];
+      const float mean = sum / static_cast<float>(d);
+      float var = 0.0f;
+      for (int64_t j = 0; j < d; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+      const float inv = 1.0f / std::sqrt(var / static_cast<float>(d) + eps);
+      for (int64_t j = 0; j < d; ++j) o[j] = (xr[j] - mean) * inv * w[j] + b[j];
+    }
+  });
+}
+
 void run_silu_mul(thread_pool& pool, const rows_view& gate, const rows_view& up,
                   const rows_view& out) {
   for_rows(pool, gate.rows, gate.cols, [&](int64_t r0, int64_t r1) {

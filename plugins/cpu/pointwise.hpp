@@ -15,6 +15,9 @@ void run_rms_norm(thread_pool& pool, const kernel_table& k, const rows_view& x, 
                   float eps, const rows_view& out);
 void run_add_rms_norm(thread_pool& pool, const kernel_table& k, const rows_view& residual,
                       const rows_view& x, const float* w, float eps, const rows_view& out);
+// out = (x - mean) / sqrt(var + eps) * w + b per row (biased variance, two passes).
+void run_layer_norm(thread_pool& pool, const rows_view& x, const float* w, const float* b, float eps,
+                    const rows_view& out);
 void run_silu_mul(thread_pool& pool, const rows_view& gate, const rows_view& up,
                   const rows_view& out);
 void run_add(thread_pool& pool, const rows_view& a, const rows_view& b, const rows_view& out);

@@ -23,11 +23,10 @@ void check_host(const tensor_view& v, dtype want, const char* op, const char* ar
   if (v.data == nullptr && v.numel() > 0) fail(op, arg, "has no data");
 }
 
-}  // namespace
-
-rows_view f32_rows(const tensor_view& v, const char* op, const char* arg) {
-  check_host(v, dtype::f32, op, arg);
-  rows_view r{v.ptr<float>(), v.shape[0], 1, v.strides[0]};
+template <class R, class T>
+R collapse_rows(const tensor_view& v, dtype want, const char* op, const char* arg) {
+  check_host(v, want, op, arg);
+  R r{v.ptr<T>(), v.shape[0], 1, v.strides[0]};
   int64_t expect = 1;
   for (int d = v.ndim - 1; d >= 1; --d) {
     if (v.shape[d] != 1 && v.strides[d] != expect) fail(op, arg, "is not contiguous within a row");
@@ -36,6 +35,16 @@ rows_view f32_rows(const tensor_view& v, const char* op, const char* arg) {
   r.cols = expect;
   if (r.rows > 1 && r.cols > 0 && r.stride < r.cols) fail(op, arg, "has overlapping rows");
   return r;
+}
+
+}  // namespace
+
+rows_view f32_rows(const tensor_view& v, const char* op, const char* arg) {
+  return collapse_rows<rows_view, float>(v, dtype::f32, op, arg);
+}
+
+i32_rows_view i32_rows(const tensor_view& v, const char* op, const char* arg) {
+  return collapse_rows<i32_rows_view, int32_t>(v, dtype::i32, op, arg);
 }
 
 const float* f32_vector(const tensor_view& v, int64_t n, const char* op, const char* arg) {

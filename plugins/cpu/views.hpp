@@ -21,6 +21,21 @@ struct rows_view {
 
 rows_view f32_rows(const tensor_view& v, const char* op, const char* arg);
 
+// The same for i32 index matrices (ids and top-k positions [n, k]).
+struct i32_rows_view {
+  int32_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t stride = 0;
+
+  int32_t* row(int64_t i) const { return data + i * stride; }
+};
+
+i32_rows_view i32_rows(const tensor_view& v, const char* op, const char* arg);
+
+// True when an optional view argument is given (has a shape or data).
+inline bool given(const tensor_view& v) { return v.ndim > 0 || v.data != nullptr; }
+
 // An f32 host vector of exactly `n` elements, contiguous (norm weights).
 const float* f32_vector(const tensor_view& v, int64_t n, const char* op, const char* arg);
 
