@@ -9,7 +9,8 @@
 
 namespace tandem::glm {
 
-glm_model::glm_model(backend& be, const weight_format& weights, glm_config cfg) : be_(be), cfg_(std::move(cfg)) {
+glm_model::glm_model(backend& be, const weight_format& weights, glm_config cfg, bool dsa)
+    : be_(be), cfg_(std::move(cfg)) {
   const glm_config& c = cfg_;
   info_.arch = "glm_moe_dsa";
   info_.n_layers = c.n_layers;
@@ -24,7 +25,8 @@ glm_model::glm_model(backend& be, const weight_format& weights, glm_config cfg) 
   mla_.rope_dims = c.qk_rope;
   mla_.rope_theta = c.rope_theta;
   mla_.scale = 1.0f / std::sqrt(static_cast<float>(c.qk_head_dims()));
-  load_weights(weights);
+  load_weights(weights, dsa);
+  if (!dsa) info_.detail += "; DSA off (dense MLA)";
 }
 
 std::vector<backend_op> glm_model::ops_for(const glm_config& c) {

@@ -51,7 +51,9 @@ struct glm_mtp {
 
 class glm_model final : public model {
  public:
-  glm_model(backend& be, const weight_format& weights, glm_config cfg);
+  // dsa false: every layer attends to its whole context (dense MLA, no indexer and no
+  // indexer cache) -- the same model with DSA switched off, for measurements.
+  glm_model(backend& be, const weight_format& weights, glm_config cfg, bool dsa = true);
   glm_model(const glm_model&) = delete;
   glm_model& operator=(const glm_model&) = delete;
 
@@ -89,7 +91,7 @@ class glm_model final : public model {
   tensor_view f32(scratch& s, int64_t rows, int64_t cols);
   tensor_view norm_view(const device_buffer& b, int64_t n) const;
 
-  void load_weights(const weight_format& w);
+  void load_weights(const weight_format& w, bool dsa);
   void load_layer(const weight_format& w, glm_layer& L, int l, bool own_indexer, bool sparse, int& slot);
   void prepare_step(const step_plan& plan, bool all_logits);  // batch_, ids, rows of a plan
   // One decoder layer; `first`: x is fresh (no previous layer's output to add).

@@ -67,7 +67,7 @@ class loader {
 
 }  // namespace
 
-void glm_model::load_weights(const weight_format& w) {
+void glm_model::load_weights(const weight_format& w, bool dsa) {
   loader ld(be_, w, cfg_);
   const glm_config& c = cfg_;
   embed_ = ld.linear("model.embed_tokens.weight", c.vocab, c.hidden);
@@ -75,7 +75,7 @@ void glm_model::load_weights(const weight_format& w) {
   out_norm_ = ld.vec("model.norm.weight", c.hidden);
   layers_.resize(c.n_layers);
   int slot = 0;
-  for (int l = 0; l < c.n_layers; ++l) load_layer(w, layers_[l], l, c.own_indexer[l], c.sparse_mlp[l], slot);
+  for (int l = 0; l < c.n_layers; ++l) load_layer(w, layers_[l], l, dsa && c.own_indexer[l], c.sparse_mlp[l], slot);
   // MTP layers follow the stack: a MoE decoder layer (dense when every layer is), with its own
   // indexer when the checkpoint has one (else it attends to the whole context).
   mtp_.resize(c.nextn_layers);
@@ -88,7 +88,7 @@ void glm_model::load_weights(const weight_format& w) {
     M.eh_proj = ld.linear(p + "eh_proj.weight", c.hidden, 2 * c.hidden);
     M.head_norm = ld.vec(p + "shared_head.norm.weight", c.hidden);
     if (w.find(p + "shared_head.head.weight")) M.head = ld.linear(p + "shared_head.head.weight", c.vocab, c.hidden);
-    const bool own = w.find(p + "self_attn.indexer.wk.weight") != nullptr;
+    const bool own = dsa && w.find(p + "self_attn.indexer.wk.weight") != nullptr;
     const bool sparse = std::find(c.sparse_mlp.begin(), c.sparse_mlp.end(), true) != c.sparse_mlp.end();
     load_layer(w, M.block, l, own, sparse, slot);
   }
