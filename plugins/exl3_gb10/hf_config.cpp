@@ -1,10 +1,8 @@
 #include "hf_config.hpp"
 
-#include <fstream>
-#include <iterator>
-
 #include <boost/json.hpp>
 
+#include "hf_tokenizer.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::exl3_plugin {
@@ -37,17 +35,6 @@ double number_field(const json::object& o, std::string_view key, const std::stri
 }
 
 }  // namespace
-
-json::value read_json(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw model_error(file.string(), "cannot open");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  json::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec) throw model_error(file.string(), "is not valid JSON: " + ec.message());
-  if (!v.is_object()) throw model_error(file.string(), "is not a JSON object");
-  return v;
-}
 
 llama_config read_llama_config(const std::filesystem::path& dir, model_metadata& meta) {
   const std::string file = (dir / "config.json").string();
@@ -101,6 +88,16 @@ llama_config read_llama_config(const std::filesystem::path& dir, model_metadata&
   if (const json::value* v = q.if_contains("version"); v && v->is_string())
     meta.set("exl3.version", std::string(v->as_string()));
   return c;
+}
+
+void read_hf_tokenizer(const std::filesystem::path& dir, const llama_config& cfg, model_metadata& meta) {
+  const json::object& c = cfg.raw.as_object();
+  hf::tokenizer_ids ids;
+  ids.vocab_size = cfg.vocab;
+  ids.bos = hf::json_token_id(c, "bos_token_id");
+  ids.eos = hf::json_token_id(c, "eos_token_id");
+  ids.pad = hf::json_token_id(c, "pad_token_id");
+  hf::read_hf_tokenizer(dir, ids, meta);
 }
 
 }  // namespace tandem::exl3_plugin

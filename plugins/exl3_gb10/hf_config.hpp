@@ -8,6 +8,7 @@
 
 #include <boost/json/value.hpp>
 
+#include "hf_json.hpp"
 #include "tandem/weight_format.hpp"
 
 namespace tandem::exl3_plugin {
@@ -20,15 +21,14 @@ struct llama_config {
   boost::json::value raw;  // the whole config.json (bos/eos ids for the tokenizer)
 };
 
-// Reads a JSON file; model_error naming the file when it is missing or malformed.
-boost::json::value read_json(const std::filesystem::path& file);
+using hf::read_json;  // plugins/hf_common
 
 // config.json -> general.architecture, llama.* keys. Requires a llama model whose
 // quantization_config.quant_method is "exl3"; model_error names the key otherwise.
 llama_config read_llama_config(const std::filesystem::path& dir, model_metadata& meta);
 
 // tokenizer.json + tokenizer_config.json (+ chat_template.jinja) -> tokenizer.ggml.* and
-// tokenizer.chat_template, in the form llama.cpp writes for a byte-level BPE model.
+// tokenizer.chat_template (hf::read_hf_tokenizer with config.json's vocab_size and ids).
 void read_hf_tokenizer(const std::filesystem::path& dir, const llama_config& cfg, model_metadata& meta);
 
 }  // namespace tandem::exl3_plugin

@@ -9,10 +9,11 @@
 //
 // Encoding: special tokens (token_type CONTROL / USER_DEFINED) are cut out of the text
 // first (leftmost-longest); each stretch between them is pre-tokenized with the regex set
-// that tokenizer.ggml.pre names (PCRE2, UTF-8 + UCP, JIT when available), mapped to GPT-2's
-// byte alphabet and merged by rank. A byte whose symbol is not in the vocab is dropped, as
-// `tokenizers` does when the BPE model has no unk token (SmolLM2 lacks 21 byte symbols:
-// control bytes such as 0x04 and bytes that never occur in valid UTF-8).
+// that tokenizer.ggml.pre names or tokenizer.hf.pre_regex holds (PCRE2, UTF-8 + UCP, JIT
+// when available), mapped to GPT-2's byte alphabet and merged by rank. A byte whose symbol
+// is not in the vocab is dropped, as `tokenizers` does when the BPE model has no unk token
+// (SmolLM2 lacks 21 byte symbols: control bytes such as 0x04 and bytes that never occur in
+// valid UTF-8).
 //
 // Decoding: each token's bytes are concatenated and the result is made valid UTF-8 by
 // replacing each maximal invalid subpart with U+FFFD (as Rust's from_utf8_lossy does).
@@ -41,9 +42,16 @@ enum class token_type : int32_t {
 class TANDEM_API tokenizer {
  public:
   // Builds from tokenizer.ggml.{model,pre,tokens,token_type,merges,bos_token_id,
-  // eos_token_id,unknown_token_id,padding_token_id,eot_token_id,eom_token_id,add_bos_token}.
+  // eos_token_id,unknown_token_id,padding_token_id,eot_token_id,eom_token_id,add_bos_token},
+  // plus two keys of tandem's own that Hugging Face directories set (hf_common):
+  //   tokenizer.hf.pre_regex (string[]): the pre-tokenizer as a chain of tokenizer.json
+  //     Split(Isolated) patterns in tokenizers' (Oniguruma) syntax; when present it replaces
+  //     the rules tokenizer.ggml.pre names (which is then only a label);
+  //   tokenizer.hf.eog_token_ids (int[]): more end-of-generation ids (generation_config.json's
+  //     eos_token_id list).
   // Throws model_error (naming `source` and the key) when keys are missing, inconsistent
-  // or out of range, when the model is not "gpt2" BPE, or when the pre-tokenizer is unknown.
+  // or out of range, when the model is not "gpt2" BPE, or when the pre-tokenizer is unknown
+  // (or a pattern does not compile).
   static tokenizer from_metadata(const model_metadata& meta,
                                  std::string_view source = "model metadata");
 
@@ -69,12 +77,12 @@ class TANDEM_API tokenizer {
   int32_t unk() const;  // -1 if none (GGUF's id; encoding never emits it, see above)
   int32_t pad() const;  // -1 if none
   bool add_bos() const;  // tokenizer.ggml.add_bos_token, false when absent
-  const std::string& pre() const;  // the pre-tokenizer name in use ("smollm", "gpt2", ...)
+  const std::string& pre() const;  // the pre-tokenizer name in use ("smollm", "gpt2", "glm4", "hf", ...)
 
   token_type type(int32_t id) const;
   bool is_special(int32_t id) const;  // CONTROL or USER_DEFINED
   bool is_control(int32_t id) const;  // CONTROL: what decode(skip_special) drops
-  // eos, eot, eom, and whichever of <|im_end|>, <|endoftext|>, <|eot_id|>, <|end_of_text|>,
+  // eos, eot, eom, tokenizer.hf.eog_token_ids, and whichever of <|im_end|>, <|endoftext|>, <|eot_id|>, <|end_of_text|>,
   // <|eom_id|>, <end_of_turn>, <|end|>, <|return|>, </s> are CONTROL tokens of this vocab.
   bool is_end_of_generation(int32_t id) const;
   const std::vector<int32_t>& end_of_generation_ids() const;

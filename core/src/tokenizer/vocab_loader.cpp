@@ -1,6 +1,7 @@
 // tokenizer::from_metadata: validates GGUF's tokenizer.ggml.* keys and builds the tables.
 #include <array>
 #include <limits>
+#include <optional>
 
 #include "byte_level.hpp"
 #include "tandem/error.hpp"
@@ -15,6 +16,9 @@ constexpr std::string_view key_pre = "tokenizer.ggml.pre";
 constexpr std::string_view key_tokens = "tokenizer.ggml.tokens";
 constexpr std::string_view key_types = "tokenizer.ggml.token_type";
 constexpr std::string_view key_merges = "tokenizer.ggml.merges";
+// tandem's own keys for what GGUF has no key for (set by hf_common's tokenizer.json reader).
+constexpr std::string_view key_pre_regex = "tokenizer.hf.pre_regex";
+constexpr std::string_view key_eog_ids = "tokenizer.hf.eog_token_ids";
 
 // Strings that end a turn in the chat formats tandem meets, when the vocab has them as
 // CONTROL tokens.
@@ -127,6 +131,19 @@ void loader::fill_ids(tokenizer::impl& t) const {
   t.add_bos = get("tokenizer.ggml.add_bos_token",
                   [&](auto k) { return meta_.get_bool(k); }).value_or(false);
   fill_end_of_generation(t, {t.eos, eot, eom});
+  if (const auto* eog = get(key_eog_ids, [&](auto k) { return meta_.get_ints(k); })) {
+    for (size_t i = 0; i < eog->size(); ++i) {
+      const int64_t id = (*eog)[i];
+      if (id < 0 || id >= n) {
+        fail(key_eog_ids, "entry " + std::to_string(i) + " is " + std::to_string(id) +
+                              ", outside the vocab [0, " + std::to_string(n) + ")");
+      }
+      if (!t.is_end_of_generation[id]) {
+        t.is_end_of_generation[id] = true;
+        t.end_of_generation.push_back(static_cast<int32_t>(id));
+      }
+    }
+  }
 }
 
 void loader::fill_end_of_generation(tokenizer::impl& t, std::initializer_list<int32_t> extra) {
@@ -147,10 +164,24 @@ std::shared_ptr<tokenizer::impl> loader::load() {
   const auto model = get(key_model, [&](auto k) { return meta_.get_string(k); });
   if (!model) fail(key_model, "is missing");
   if (*model != "gpt2") fail(key_model, "is '" + *model + "'; only 'gpt2' (byte-level BPE) is supported");
-  const std::string pre_name =
-      get(key_pre, [&](auto k) { return meta_.get_string(k); }).value_or("default");
-  auto pre = detail::pre_tokenizer::create(pre_name);
-  if (!pre) fail(key_pre, "'" + pre_name + "' is unknown (known: " + detail::pre_tokenizer::known_names() + ")");
+  std::optional<detail::pre_tokenizer> pre;
+  std::string pre_name;
+  if (const auto* patterns = get(key_pre_regex, [&](auto k) { return meta_.get_strings(k); })) {
+    // A tokenizer.json's own Split patterns (weights.safetensors / weights.exl3); the name
+    // is only a label then.
+    pre_name = get(key_pre, [&](auto k) { return meta_.get_string(k); }).value_or("hf");
+    try {
+      pre = detail::pre_tokenizer::from_hf_patterns(*patterns);
+    } catch (const model_error&) {
+      throw;
+    } catch (const error& e) {
+      fail(key_pre_regex, e.what());
+    }
+  } else {
+    pre_name = get(key_pre, [&](auto k) { return meta_.get_string(k); }).value_or("default");
+    pre = detail::pre_tokenizer::create(pre_name);
+    if (!pre) fail(key_pre, "'" + pre_name + "' is unknown (known: " + detail::pre_tokenizer::known_names() + ")");
+  }
 
   const auto* tokens = get(key_tokens, [&](auto k) { return meta_.get_strings(k); });
   if (!tokens || tokens->empty()) fail(key_tokens, "is missing or empty");

@@ -198,7 +198,7 @@ void safetensors_file::parse() {
   }
 }
 
-model_files::model_files(const std::filesystem::path& dir) {
+model_files::model_files(const std::filesystem::path& dir, shard_policy policy) : policy_(policy) {
   namespace fs = std::filesystem;
   const fs::path index = dir / "model.safetensors.index.json";
   const fs::path single = dir / "model.safetensors";
@@ -230,24 +230,33 @@ model_files::model_files(const std::filesystem::path& dir) {
     if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
   }
   std::sort(shards.begin(), shards.end());
+  if (policy_ == shard_policy::strict)
+    for (const auto& s : shards)
+      if (!fs::is_regular_file(dir / s, ec))
+        throw model_error(index.string(), "names shard '" + s + "', which is not a file in " + dir.string());
   for (const auto& s : shards) {
     files_.push_back(std::make_unique<safetensors_file>(dir / s));
     add(*files_.back(), &weight_map, s);
   }
-  for (const auto& [name, shard] : weight_map)
-    if (!by_name_.count(name))
+  for (const auto& [name, shard] : weight_map) {
+    auto it = by_name_.find(name);
+    if (it == by_name_.end())
       throw model_error(index.string(), "names tensor '" + name + "' in " + shard + ", which lacks it");
+    if (policy_ == shard_policy::strict && it->second->file != (dir / shard).string())
+      throw model_error(index.string(), "names tensor '" + name + "' in " + shard + ", but it is in " +
+                                            it->second->file);
+  }
 }
 
 void model_files::add(const safetensors_file& f, const std::map<std::string, std::string>* weight_map,
                       const std::string& shard) {
   for (const auto& t : f.tensors()) {
-    if (weight_map) {
+    if (weight_map && policy_ == shard_policy::index_decides) {
       auto it = weight_map->find(t.name);
       if (it == weight_map->end() || it->second != shard) continue;  // the index decides
     }
-    if (!by_name_.emplace(t.name, &t).second)
-      throw model_error(f.source(), "tensor '" + t.name + "' appears in two shards");
+    if (auto [it, fresh] = by_name_.emplace(t.name, &t); !fresh)
+      throw model_error(f.source(), "tensor '" + t.name + "' also appears in " + it->second->file);
     order_.push_back(&t);
   }
 }

@@ -1,5 +1,6 @@
 #pragma once
-// Internal to weights.exl3: read-only safetensors files and sharded model directories.
+// Shared by weights.exl3 and weights.safetensors (plugins/hf_common): read-only safetensors
+// files and sharded model directories.
 //
 // A file is an 8-byte little-endian header length N, N bytes of JSON
 // {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}},
@@ -67,20 +68,32 @@ class safetensors_file {
   std::map<std::string, std::string> metadata_;
 };
 
+// How the shards of an indexed directory are reconciled with the index's weight_map.
+enum class shard_policy : uint8_t {
+  // The index decides: a shard's tensors that the index maps elsewhere (or not at all) are
+  // skipped (weights.exl3).
+  index_decides,
+  // Every tensor of every shard is kept; a name in two shards is an error, as is a shard
+  // named by the index that does not exist (weights.safetensors).
+  strict,
+};
+
 // The safetensors of a model directory: the shards named by model.safetensors.index.json
 // (its weight_map), or the single model.safetensors. Throws model_error when neither
 // exists, a shard is missing, or the index and the shards disagree.
 class model_files {
  public:
-  explicit model_files(const std::filesystem::path& dir);
+  explicit model_files(const std::filesystem::path& dir, shard_policy policy = shard_policy::index_decides);
 
   const tensor_entry* find(std::string_view name) const;
-  // Every tensor, shard by shard in index order, each in header order.
+  // Every tensor, shard by shard in file-name order, each in header order.
   const std::vector<const tensor_entry*>& tensors() const { return order_; }
 
  private:
   void add(const safetensors_file& f, const std::map<std::string, std::string>* weight_map,
            const std::string& shard);
+
+  shard_policy policy_;
 
   std::vector<std::unique_ptr<safetensors_file>> files_;
   std::map<std::string, const tensor_entry*, std::less<>> by_name_;
