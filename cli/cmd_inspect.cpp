@@ -5,6 +5,7 @@
 #include <map>
 
 #include "commands.hpp"
+#include "model_option.hpp"
 #include "parse_args.hpp"
 #include "tandem/model_store.hpp"
 #include "tandem/plugin_host.hpp"
@@ -71,7 +72,7 @@ int run_inspect(const args& a) {
   desc.add_options()("help,h", "this help")
       ("model", po::value(&model)->required(), "a model file, or a manifest name (pulled if needed)")
       ("weights", po::value(&plugin)->default_value(plugin),
-       "the weights plugin that reads it (a directory defaults to weights.exl3)")
+       "the weights plugin that reads it (a directory: weights.exl3 for an EXL3 model, else weights.safetensors)")
       ("full", po::bool_switch(&full), "print long strings (the chat template) in full")
       ("no-tensors", po::bool_switch(&no_tensors), "metadata only");
   po::positional_options_description pos;
@@ -81,7 +82,8 @@ int run_inspect(const args& a) {
 
   auto path = resolve_model(model, true, [](std::string_view s) { std::cerr << s << "\n"; });
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec) && vm["weights"].defaulted()) plugin = "weights.exl3";
+  if (std::filesystem::is_directory(path, ec) && vm["weights"].defaulted())
+    plugin = is_exl3_directory(path) ? "weights.exl3" : "weights.safetensors";
   plugin_host host(plugin_host::default_search_path());
   config cfg;
   for (const config_key& k : host.find(plugin).keys())

@@ -32,7 +32,7 @@ fs::path resolve_model(std::string_view model, bool allow_pull, const progress_f
   std::error_code ec;
   if (fs::is_regular_file(p, ec)) return p;
   // A model directory (EXL3 / Hugging Face layout: config.json inside) is itself; the
-  // pipeline's weights plugin (weights.exl3) opens it.
+  // pipeline's weights plugin (weights.exl3 or weights.safetensors) opens it.
   if (fs::is_directory(p, ec) && fs::is_regular_file(p / "config.json", ec)) return p;
   if (fs::is_directory(p, ec))
     throw model_error(p.string(), "is not a regular file, nor a model directory (no config.json in it)");
