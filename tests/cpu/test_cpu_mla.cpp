@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu_backend.hpp"
+#include "cpu_backends.hpp"
 #include "cpu_weights.hpp"
 #include "tandem/error.hpp"
 #include "tandem_quant/ggml_blocks.hpp"
@@ -31,16 +32,7 @@ using test::view;
 
 namespace {
 
-std::vector<std::unique_ptr<cpu::cpu_backend>> backends() {
-  std::vector<std::unique_ptr<cpu::cpu_backend>> out;
-  for (const char* name : {"scalar", "avx2", "avx512"}) {
-    if (const auto* k = cpu::kernels_by_name(name)) {
-      out.push_back(std::make_unique<cpu::cpu_backend>(cpu::cpu_options{2, 64, k}));
-    }
-  }
-  out.push_back(std::make_unique<cpu::cpu_backend>(cpu::cpu_options{1, 64, nullptr}));
-  return out;
-}
+using test::backends;
 
 constexpr float theta = 10000.0f;
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu_backend.hpp"
+#include "cpu_backends.hpp"
 #include "tandem/error.hpp"
 #include "tandem_ref/ops.hpp"
 #include "tandem_ref/sampling.hpp"
@@ -26,16 +27,7 @@ using test::view;
 
 namespace {
 
-std::vector<std::unique_ptr<cpu::cpu_backend>> backends() {
-  std::vector<std::unique_ptr<cpu::cpu_backend>> out;
-  for (const char* name : {"scalar", "avx2", "avx512"}) {
-    if (const auto* k = cpu::kernels_by_name(name)) {
-      out.push_back(std::make_unique<cpu::cpu_backend>(cpu::cpu_options{2, 64, k}));
-    }
-  }
-  out.push_back(std::make_unique<cpu::cpu_backend>(cpu::cpu_options{1, 64, nullptr}));
-  return out;
-}
+using test::backends;
 
 double gamma(int64_t n) { return static_cast<double>(n + 8) * std::ldexp(1.0, -23); }
 
