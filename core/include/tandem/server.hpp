@@ -29,6 +29,11 @@ struct server_options {
   int io_threads = 2;
   size_t body_limit = 8u << 20;     // bytes; a larger request body gets 413
   size_t max_pending = 256;         // engine requests in flight; more get 429
+  // Open connections; one more is answered 503 and closed. 0 = from the descriptor limit
+  // (RLIMIT_NOFILE less 64 for the model, plugins and logs). Running out of descriptors
+  // anyway is survived: waiting connections get 503 until some close.
+  size_t max_connections = 0;
+  size_t header_limit = 64u << 10;  // bytes of request line + headers; more gets 414 / 431
 };
 
 class server {

@@ -1,9 +1,23 @@
 #pragma once
 // http_session: one client connection (HTTP/1.1 keep-alive) on its own strand. Reads a
-// request (body over the limit → 413), routes it, and writes the answer: a whole response,
-// or a chunked server-sent-events stream fed by a completion_job. While a job runs, the
-// socket is watched so that a client that hangs up gets its engine requests cancelled.
+// request, routes it, and writes the answer: a whole response, or a chunked server-sent-
+// events stream fed by a completion_job. While a job runs, the socket is watched so that a
+// client that hangs up gets its engine requests cancelled.
+//
+// Hostile or odd clients:
+// - A request line over header_limit gets 414, other headers over it 431, a body over
+//   body_limit 413, anything unparsable 400; then the session stops reading requests but
+//   keeps reading and discarding what the client still sends (up to body_limit bytes or a
+//   few seconds, like nginx's lingering close) so that the client, still writing, is not
+//   reset before it can read the answer.
+// - A client that half-closes (shutdown(SHUT_WR) after its requests, as `nc -N` does) gets
+//   every response. End of input alone cannot tell a half-close from a hang-up, so a
+//   session that sees it while a job runs writes a probe — the response's own head when it
+//   streams, else an interim "100 Continue" (which HTTP/1.1 clients must accept) — and
+//   then polls the socket: a peer that is really gone answers the probe with a reset.
+// - A session created over server_options::max_connections answers 503 and closes.
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <deque>
@@ -18,7 +32,8 @@ namespace tandem::http {
 
 class http_session : public std::enable_shared_from_this<http_session>, public response_sink {
  public:
-  http_session(boost::asio::ip::tcp::socket&& socket, server_context& ctx, router& r);
+  http_session(boost::asio::ip::tcp::socket&& socket, server_context& ctx, router& r, bool over_limit = false);
+  ~http_session() override;
   void run();
 
   void send_json(int status, std::string body) override;
@@ -30,6 +45,7 @@ class http_session : public std::enable_shared_from_this<http_session>, public r
  private:
   void do_read();
   void on_read(boost::beast::error_code ec);
+  void refuse(boost::beast::error_code ec);
   void handle();
   void send(int status, std::string body, const std::string& content_type);
   void enqueue(std::string bytes, bool last);
@@ -37,7 +53,11 @@ class http_session : public std::enable_shared_from_this<http_session>, public r
   void on_write(boost::beast::error_code ec, bool last);
   void watch_disconnect();
   void on_readable(boost::beast::error_code ec, uint64_t generation);
+  void on_end_of_input();
+  void poll_for_reset();
   void hang_up();
+  void linger_then_close();
+  void drain(size_t left);
   void close();
   void log_plain(int status) const;
 
@@ -55,8 +75,16 @@ class http_session : public std::enable_shared_from_this<http_session>, public r
   std::shared_ptr<completion_job> job_;
   clock::time_point arrival_;
   std::string method_, target_;
+  header_list extra_headers_;  // for the next answer: CORS (auth.hpp)
   uint64_t watch_generation_ = 0;
   bool writing_ = false, keep_alive_ = true, chunked_ = true, gone_ = false, closed_ = false;
+  bool over_limit_ = false;       // answer 503 to whatever arrives
+  bool input_ended_ = false;      // the client sent FIN (half-close or gone)
+  bool probed_ = false;           // bytes written since input ended (a gone peer resets)
+  bool responded_ = false;        // this exchange's response has started
+  bool linger_ = false;           // after the last write: drain the input, then close
+  std::optional<boost::asio::steady_timer> poll_timer_;
+  std::string drain_buffer_;
 };
 
 }  // namespace tandem::http

@@ -6,10 +6,13 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/strand.hpp>
 #include <fmt/format.h>
+#include <sys/resource.h>
+
 #include <thread>
 
 #include "completion_source.hpp"
 #include "http_session.hpp"
+#include "listener.hpp"
 #include "router.hpp"
 #include "server_context.hpp"
 
@@ -18,6 +21,19 @@ namespace tandem {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
+namespace {
+
+// Descriptors left for connections: the soft RLIMIT_NOFILE less what the rest of the
+// process holds or may open (model file, plugins, logs, the listener's reserve).
+size_t connection_limit_from_rlimit() {
+  constexpr rlim_t kept_for_the_process = 64;
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 65536;
+  return rl.rlim_cur > kept_for_the_process + 1 ? static_cast<size_t>(rl.rlim_cur - kept_for_the_process) : 1;
+}
+
+}  // namespace
+
 struct server::impl {
   // Order matters: the context (and with it the source, whose pending requests hold
   // handlers bound to sockets) must go before the io_context.
@@ -25,17 +41,11 @@ struct server::impl {
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   http::server_context ctx;
   http::router routes{ctx};
-  tcp::acceptor acceptor{net::make_strand(ioc)};  // accept and close never race
+  http::listener listen{ioc, ctx, [this](tcp::socket&& socket, bool over_limit) {
+                          std::make_shared<http::http_session>(std::move(socket), ctx, routes, over_limit)->run();
+                        }};
   std::vector<std::thread> threads;
   bool started = false, stopped = false;
-
-  void accept() {
-    acceptor.async_accept(net::make_strand(ioc), [this](boost::system::error_code ec, tcp::socket socket) {
-      if (ec) return;  // closed at shutdown
-      std::make_shared<http::http_session>(std::move(socket), ctx, routes)->run();
-      accept();
-    });
-  }
 
   bool drained() const {
     for (const auto& j : ctx.jobs->live())
@@ -67,14 +77,10 @@ uint16_t server::start() {
   const auto addr = net::ip::make_address(m.ctx.opt.host, ec);
   if (ec) throw error(fmt::format("server: '{}' is not an IP address", m.ctx.opt.host));
   const tcp::endpoint ep(addr, m.ctx.opt.port);
-  m.acceptor.open(ep.protocol(), ec);
-  if (!ec) m.acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) m.acceptor.bind(ep, ec);
-  if (!ec) m.acceptor.listen(net::socket_base::max_listen_connections, ec);
-  if (ec) throw error(fmt::format("server: cannot listen on {}:{}: {}", m.ctx.opt.host, m.ctx.opt.port, ec.message()));
-  const uint16_t port = m.acceptor.local_endpoint().port();
+  if (m.ctx.opt.max_connections == 0) m.ctx.opt.max_connections = connection_limit_from_rlimit();
+  const uint16_t port = m.listen.open(ep);
   m.work.emplace(m.ioc.get_executor());
-  m.accept();
+  m.listen.start();
   for (int i = 0; i < m.ctx.opt.io_threads; ++i) m.threads.emplace_back([&m] { m.ioc.run(); });
   m.started = true;
   return port;
@@ -85,10 +91,7 @@ void server::stop(std::chrono::milliseconds deadline) {
   if (!m.started || m.stopped) return;
   m.stopped = true;
   m.ctx.stopping = true;
-  net::post(m.acceptor.get_executor(), [&m] {
-    boost::system::error_code ec;
-    m.acceptor.close(ec);
-  });
+  m.listen.close();
   const auto now = std::chrono::steady_clock::now();
   if (!m.wait_drained(now + deadline)) {
     for (const auto& j : m.ctx.jobs->live()) j->cancel_all();

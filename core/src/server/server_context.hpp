@@ -36,6 +36,7 @@ struct server_context {
   // Shared: a job may outlive the server (a handler dropped with the io_context).
   std::shared_ptr<job_registry> jobs = std::make_shared<job_registry>();
   std::atomic<size_t> in_flight{0};    // engine requests submitted and not yet finished
+  std::atomic<size_t> connections{0};  // open http_sessions (for server_options::max_connections)
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> next_request{1};
 };
