@@ -13,7 +13,7 @@ namespace {
 std::vector<backend_op> llama_ops(const weight_format&, const std::string&) { return llama_model::ops(); }
 
 std::unique_ptr<model> make_llama(backend& be, const weight_format& w, const std::string& file) {
-  return std::make_unique<llama_model>(be, w, llama_hparams::from_metadata(w.meta(), file));
+  return std::make_unique<llama_model>(be, w, llama_hparams::from_weights(w, file));
 }
 
 std::unique_ptr<model> make_glm(backend& be, const weight_format& w, const std::string& file) {

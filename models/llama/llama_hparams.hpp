@@ -21,8 +21,13 @@ struct llama_hparams {
   float rope_theta = 10000.0f;
   int rope_dims = 0;
 
-  // Throws model_error when a required key is missing or the shapes are inconsistent.
+  // Throws model_error when a required key is missing, out of its sane bounds (see
+  // llama_hparams.cpp) or the shapes are inconsistent; the message names the key.
   static llama_hparams from_metadata(const model_metadata& meta, const std::string& file);
+  // from_metadata, then the counts checked against the tensor table (block_count against
+  // the blk.N tensors, vocab / embedding_length against token_embd.weight), so that a file
+  // that lies in its metadata is refused before anything is allocated for it.
+  static llama_hparams from_weights(const weight_format& w, const std::string& file);
 };
 
 }  // namespace tandem
