@@ -5,6 +5,7 @@
 
 // load_pipeline on the good pipelines: the typed result, defaults, `auto`, short names and
 // the precedence file < environment < command line. (Diagnostics: test_pipeline_golden.)
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -185,4 +186,62 @@ BOOST_AUTO_TEST_CASE(core_schema_defaults_are_valid_values_of_their_keys) {
     BOOST_TEST((std::find(engine_keys.begin(), engine_keys.end(), want) != engine_keys.end()), want);
   BOOST_TEST(std::string(server_schema()[1].key) == "port");
   BOOST_TEST(server_schema()[1].max == 65535);
+}
+
+namespace {
+
+// `levels` anchors, each a list of `fan` aliases of the one before: fan^levels leaves.
+std::string alias_bomb(int levels, int fan, const std::string& tail) {
+  std::string y = "engine:\n  bomb0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (int l = 1; l < levels; ++l) {
+    y += "  bomb" + std::to_string(l) + ": &l" + std::to_string(l) + " [";
+    for (int i = 0; i < fan; ++i) y += (i ? ", *l" : "*l") + std::to_string(l - 1);
+    y += "]\n";
+  }
+  return y + tail;
+}
+
+std::vector<diagnostic> errors_of(const std::string& yaml, std::chrono::milliseconds& took) {
+  temp_dir dir;
+  const fs::path file = dir.path() / "p.yaml";
+  std::ofstream(file) << yaml;
+  plugin_host host({plugins_dir});
+  const auto t0 = std::chrono::steady_clock::now();
+  pipeline_result r = load_pipeline(file, host, {}, no_env);
+  took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  return r.errors;
+}
+
+bool mentions(const std::vector<diagnostic>& ds, const std::string& needle) {
+  return std::any_of(ds.begin(), ds.end(), [&](const diagnostic& d) { return d.str().find(needle) != std::string::npos; });
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_alias_bomb_is_refused_quickly) {
+  // The 660-byte bomb: 9 levels of 10 aliases (10^9 leaves), 122 s before.
+  for (const auto& [levels, fan] : {std::pair{9, 10}, std::pair{18, 2}, std::pair{40, 2}}) {
+    std::chrono::milliseconds took{};
+    const auto errs = errors_of(alias_bomb(levels, fan, ""), took);
+    BOOST_TEST_INFO(levels << " levels of " << fan);
+    BOOST_TEST(took.count() < 500);
+    BOOST_TEST(mentions(errs, "alias"));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(aliases_are_checked_once_and_still_checked) {
+  // Below the expansion limit, but 4^6 = 4096 paths through the alias graph; the
+  // duplicate key inside the shared node is reported once, at its own line.
+  std::string y = "engine:\n  d0: &l0 {a: 1, a: 2}\n";
+  for (int l = 1; l < 7; ++l)
+    y += "  d" + std::to_string(l) + ": &l" + std::to_string(l) + " [*l" + std::to_string(l - 1) + ", *l" +
+         std::to_string(l - 1) + ", *l" + std::to_string(l - 1) + ", *l" + std::to_string(l - 1) + "]\n";
+  std::chrono::milliseconds took{};
+  const auto errs = errors_of(y, took);
+  BOOST_TEST(took.count() < 500);
+  const auto dups = std::count_if(errs.begin(), errs.end(), [](const diagnostic& d) {
+    return d.str().find("duplicate key") != std::string::npos;
+  });
+  BOOST_TEST(dups == 1);
+  BOOST_TEST(!mentions(errs, "alias bomb"));
 }

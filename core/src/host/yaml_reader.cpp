@@ -2,7 +2,11 @@
 
 #include <cstring>
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -11,6 +15,33 @@
 
 namespace tandem::host_detail {
 namespace {
+
+// A pipeline is a few dozen nodes; anything that expands past this through aliases is an
+// alias bomb ("billion laughs"), refused before any code walks it as a tree.
+constexpr uint64_t max_expanded_nodes = 100000;
+
+// Values keyed by node identity (an alias and its anchor are one node). yaml-cpp offers
+// only Node::is() for identity, so nodes are bucketed by their position in the text.
+template <class V>
+class node_map {
+ public:
+  const V* find(const YAML::Node& n) const {
+    auto it = by_pos_.find(n.Mark().pos);
+    if (it == by_pos_.end()) return nullptr;
+    for (const auto& [node, value] : it->second)
+      if (node.is(n)) return &value;
+    return nullptr;
+  }
+  // False when the node is there already.
+  bool insert(const YAML::Node& n, V value = {}) {
+    if (find(n)) return false;
+    by_pos_[n.Mark().pos].emplace_back(n, std::move(value));
+    return true;
+  }
+
+ private:
+  std::unordered_map<int, std::vector<std::pair<YAML::Node, V>>> by_pos_;
+};
 
 struct reader {
   std::string file;
@@ -23,13 +54,15 @@ struct reader {
   }
 
   // yaml-cpp keeps every pair of a mapping, duplicates included, so they are visible here.
+  // An alias is the very node it names: each node is checked once, however many aliases
+  // reach it (walking the alias graph as a tree made a 660-byte alias bomb take minutes).
   void check_duplicates(const YAML::Node& node, const std::string& path) {
+    if (!(node.IsSequence() || node.IsMap()) || !checked.insert(node)) return;
     if (node.IsSequence()) {
       for (size_t i = 0; i < node.size(); ++i)
         check_duplicates(node[i], path + "[" + std::to_string(i) + "]");
       return;
     }
-    if (!node.IsMap()) return;
     std::map<std::string, YAML::Mark> seen;
     for (const auto& kv : node) {
       if (!kv.first.IsScalar()) {
@@ -47,6 +80,24 @@ struct reader {
       check_duplicates(kv.second, join(path, key));
     }
   }
+
+  // Nodes the document holds once aliases are expanded (saturating at max_expanded_nodes + 1),
+  // each distinct node counted once and remembered.
+  uint64_t expanded_size(const YAML::Node& node) {
+    if (!(node.IsSequence() || node.IsMap())) return 1;
+    if (const uint64_t* known = sizes.find(node)) return *known;
+    uint64_t n = 1;
+    for (const auto& item : node) {
+      n += node.IsMap() ? expanded_size(item.first) + expanded_size(item.second) : expanded_size(item);
+      if (n > max_expanded_nodes) break;
+    }
+    n = std::min(n, max_expanded_nodes + 1);
+    sizes.insert(node, n);
+    return n;
+  }
+
+  node_map<bool> checked;
+  node_map<uint64_t> sizes;
 
   static raw_value to_raw(const YAML::Node& v, const source_pos& key_pos, source_pos value_pos) {
     raw_value r;
@@ -101,6 +152,12 @@ struct reader {
     if (!root.IsMap()) {
       sink.error(pos(root.Mark()), "",
                  "expected a mapping of sections (model, weights, backend, ...), got " + shape(root));
+      return std::nullopt;
+    }
+    if (expanded_size(root) > max_expanded_nodes) {
+      sink.error(pos(root.Mark()), "",
+                 "the document expands to more than " + std::to_string(max_expanded_nodes) +
+                     " nodes through its aliases (an alias bomb?); a pipeline needs a few dozen");
       return std::nullopt;
     }
     check_duplicates(root, "");
