@@ -40,6 +40,17 @@ cuda_backend::~cuda_backend() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
+bool cuda_backend::supports(backend_op op) const {
+  switch (op) {
+    case backend_op::layer_norm:
+    case backend_op::attention_mla:
+    case backend_op::dsa_indexer:
+      return true;  // cuda_mla.cpp
+    default:
+      return backend::supports(op);
+  }
+}
+
 std::string cuda_backend::describe() const {
   size_t free_b = 0, total_b = 0;
   device_memory(&free_b, &total_b);

@@ -87,6 +87,18 @@ class cuda_backend final : public backend {
   void sample(tensor_view logits, std::span<const sampling_params> params,
               tensor_view ids) override;
 
+  // supports(): the dense family, attention_gqa, and the ops below.
+  bool supports(backend_op op) const override;
+  // MLA, DSA indexer and layer_norm (cuda_mla.cpp): key-only caches, fp32 kernels and
+  // cuBLAS fp32 GEMMs (backend.cpu's results up to summation order).
+  void layer_norm(tensor_view x, tensor_view weight, tensor_view bias, float eps, tensor_view out) override;
+  std::unique_ptr<mla_weight> load_mla(const tensor_info& kv_b, int heads, int nope, int v) override;
+  void mla_attention(tensor_view q, tensor_view kv_a, const mla_weight& w, kv_storage& kv, int layer,
+                     const attention_batch& batch, const mla_params& p, tensor_view topk, tensor_view out) override;
+  void dsa_indexer(tensor_view q, tensor_view k, tensor_view w, kv_storage& kv, int layer,
+                   const attention_batch& batch, int rope_dims, float rope_theta, int top_k,
+                   tensor_view topk) override;
+
   void run_recorded(uint64_t key, const std::function<void()>& body) override;
 
   cudaStream_t stream() const { return stream_; }
@@ -113,6 +125,9 @@ class cuda_backend final : public backend {
   int rope_rot_ = 0, rope_positions_ = 0;
   scratch x16_, attn_part_, attn_tickets_, q8_, sampler_ws_, sampler_params_;
   scratch fused_x_, fused_y_;  // linear_fused's prologue output and product, where not fused
+  // mla_attention's absorbed queries, row table (shared with dsa_indexer), attended latents,
+  // split partials and cleaned top-k lists; dsa_indexer's rotated queries and its scores.
+  scratch mla_qcat_, mla_rows_, mla_lat_, mla_part_, mla_list_, dsa_q_, dsa_ws_;
   scratch argmax_ws_;          // greedy argmax: tickets (left zero by every launch), parts
   int64_t argmax_rows_ = -1;   // the row count argmax_ws_ was last laid out for
   op_profiler prof_;

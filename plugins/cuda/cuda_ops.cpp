@@ -9,6 +9,7 @@
 #include "exl3_weights.hpp"
 #include "tandem/error.hpp"
 #include "tandem_cuda/kernels.hpp"
+#include "tandem_cuda/mla.hpp"
 #include "tandem_ref/ops.hpp"
 
 namespace tandem::cuda {
@@ -59,6 +60,23 @@ void cuda_backend::rms_norm(tensor_view x, tensor_view weight, float eps, tensor
   op_profiler::scope timed(prof_, "rms_norm", stream_);
   same_shape(x, out, "rms_norm");
   if (weight.numel() != x.cols()) bad("rms_norm", "weight must have one value per column");
+  // Strided 2-D rows (MLA normalises the latent in place inside kv_a): tandem_cuda/mla.hpp.
+  auto strided = [](const tensor_view& v) {
+    return !v.is_contiguous() && v.ndim == 2 && v.strides[1] == 1 && v.strides[0] >= v.shape[1];
+  };
+  if (strided(x) || strided(out)) {
+    auto ld = [](const tensor_view& v) { return v.is_contiguous() ? v.cols() : v.strides[0]; };
+    if (x.ndim != 2 || out.ndim != 2 || !(x.is_contiguous() || strided(x)) || !(out.is_contiguous() || strided(out)))
+      bad("rms_norm", "x and out must be contiguous or 2-D with unit column stride");
+    check_view(weight, dtype::f32, "rms_norm", "weight");
+    if (x.type != dtype::f32 || out.type != dtype::f32 || x.dev.kind != device_kind::cuda ||
+        out.dev.kind != device_kind::cuda)
+      bad("rms_norm", "x and out must be f32 in device memory");
+    cuda::rms_norm_rows(x.ptr<float>(), ld(x), weight.ptr<float>(), eps, x.rows(), x.cols(), out.ptr<float>(),
+                        ld(out), stream_);
+    check_launch("rms_norm");
+    return;
+  }
   cuda::rms_norm(f32(x, "rms_norm", "x"), f32(weight, "rms_norm", "weight"), eps, x.rows(), x.cols(),
                  f32(out, "rms_norm", "out"), stream_);
   check_launch("rms_norm");

@@ -111,25 +111,37 @@ void cuda_linear::upload_weight(const tensor_info& t, bool with_f16, cudaStream_
 
 cuda_kv::cuda_kv(const kv_layout& layout) : layout_(layout) {
   if (layout.type != dtype::f32) throw error("backend.cuda: the KV pool is f32, asked for " + std::string(name(layout.type)));
-  // Key-only caches (MLA latent, DSA indexer keys) serve ops this backend does not have yet.
-  if (!layout.values) throw error("backend.cuda: key-only KV caches (MLA / DSA) are not implemented");
-  if (!attention_head_dim_supported(layout.head_dim))
+  // GQA attention's kernels are specialised by head size; key-only caches are read by the
+  // MLA and DSA kernels, which take any width their ops accept (checked there).
+  if (layout.values && !attention_head_dim_supported(layout.head_dim))
     throw error("backend.cuda: attention supports head_dim 64 and 128, not " + std::to_string(layout.head_dim));
-  if (layout.n_layers <= 0 || layout.n_pages <= 0 || layout.page_size <= 0 || layout.n_kv_heads <= 0)
+  if (layout.n_layers <= 0 || layout.n_pages <= 0 || layout.page_size <= 0 || layout.n_kv_heads <= 0 ||
+      layout.head_dim <= 0)
     throw error("backend.cuda: empty KV layout");
   const size_t bytes = static_cast<size_t>(layout.n_pages) * layout.page_size * layout.n_kv_heads *
                        layout.head_dim * sizeof(float);
   for (int l = 0; l < layout.n_layers; ++l) {
     k_.push_back(std::make_unique<cuda_buffer>(bytes));
-    v_.push_back(std::make_unique<cuda_buffer>(bytes));
+    if (layout.values) v_.push_back(std::make_unique<cuda_buffer>(bytes));
   }
 }
 
 dev_kv cuda_kv::layer(int l) const {
   if (l < 0 || l >= layout_.n_layers)
     throw error("backend.cuda: KV layer " + std::to_string(l) + " of " + std::to_string(layout_.n_layers));
+  if (!layout_.values)
+    throw error("backend.cuda: attention needs a K and V cache; this one is key-only (an MLA / DSA cache)");
   return {static_cast<float*>(k_[l]->data()), static_cast<float*>(v_[l]->data()), layout_.n_pages,
           layout_.page_size, layout_.n_kv_heads, layout_.head_dim};
+}
+
+float* cuda_kv::keys(int l, const char* op) const {
+  if (layout_.values)
+    throw error(std::string("backend.cuda: ") + op + ": kv must be a key-only cache (kv_layout::values = false)");
+  if (l < 0 || l >= layout_.n_layers)
+    throw error(std::string("backend.cuda: ") + op + ": KV layer " + std::to_string(l) + " of " +
+                std::to_string(layout_.n_layers));
+  return static_cast<float*>(k_[l]->data());
 }
 
 }  // namespace tandem::cuda

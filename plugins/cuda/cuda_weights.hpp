@@ -40,12 +40,17 @@ class cuda_linear final : public linear_weight {
   std::unique_ptr<cuda_buffer> qs_, scales_, f16_;
 };
 
-// K and V of every layer, f32, [n_pages, page_size, n_kv_heads, head_dim] each.
+// K and V of every layer, f32, [n_pages, page_size, n_kv_heads, head_dim] each; K only
+// for a key-only layout (values = false: the MLA latent cache, the DSA indexer's keys).
 class cuda_kv final : public kv_storage {
  public:
   explicit cuda_kv(const kv_layout& layout);
   const kv_layout& layout() const override { return layout_; }
-  dev_kv layer(int l) const;  // tandem::error for a bad layer
+  // K and V of layer l, for attention(); tandem::error for a bad layer or a key-only cache.
+  dev_kv layer(int l) const;
+  // K of layer l of a key-only cache; tandem::error naming `op` for a bad layer or a cache
+  // that also holds values.
+  float* keys(int l, const char* op) const;
 
  private:
   kv_layout layout_;
