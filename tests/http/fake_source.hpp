@@ -29,10 +29,13 @@ class fake_source final : public completion_source {
       : reply_(std::move(reply)), tick_(tick), thread_([this] { loop(); }) {}
   ~fake_source() override { shutdown(); }
 
+  int64_t pool_tokens_ = 0;  // what kv_pool_tokens() reports (0 = unknown)
+
   source_state state() const override { return state_; }
   void set_state(source_state s) { state_ = s; }
   const std::string& model_name() const override { return model_; }
   int64_t max_model_len() const override { return 64; }
+  int64_t kv_pool_tokens() const override { return pool_tokens_; }
   int32_t vocab_size() const override { return 257; }
   std::vector<int32_t> encode(std::string_view text) const override { return {text.begin(), text.end()}; }
   std::vector<int32_t> chat_tokens(std::span<const chat_message> messages) const override {

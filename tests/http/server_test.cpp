@@ -254,9 +254,41 @@ BOOST_AUTO_TEST_CASE(disconnect_cancels_the_engine_request) {
 BOOST_AUTO_TEST_CASE(queue_limit_is_429) {
   tandem::server_options opt;
   opt.max_pending = 1;
-  live_server s(opt);
-  expect_error(s.post("/v1/completions", R"({"prompt":"x","n":2})"), 429);
+  live_server s(opt, std::chrono::milliseconds(20));
+  // One request in flight fills the queue: the next is told to retry.
+  std::thread slow([&] { s.post("/v1/completions", R"({"prompt":"x","max_tokens":10,"ignore_eos":true})"); });
+  for (int i = 0; i < 100 && s.srv.in_flight() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  expect_error(s.post("/v1/completions", R"({"prompt":"x","max_tokens":1})"), 429);
+  slow.join();
   BOOST_TEST(s.post("/v1/completions", R"({"prompt":"x","max_tokens":1})").status == 200);
+}
+
+BOOST_AUTO_TEST_CASE(more_sequences_than_can_ever_be_pending_is_400) {
+  tandem::server_options opt;
+  opt.max_pending = 1;
+  live_server s(opt);
+  const response r = s.post("/v1/completions", R"({"prompt":"x","n":2})");  // was a 429 no retry could cure
+  expect_error(r, 400);
+  BOOST_TEST(r.body.find("2 sequences") != std::string::npos, r.body);
+  BOOST_TEST(r.body.find("at most 1 pending") != std::string::npos, r.body);
+  expect_error(s.post("/v1/completions", R"({"prompt":["a","b"]})"), 400);
+}
+
+BOOST_AUTO_TEST_CASE(a_request_larger_than_the_kv_pool_is_400_at_once) {
+  live_server s;
+  s.src->pool_tokens_ = 40;  // smaller than the context (64)
+  const auto t0 = std::chrono::steady_clock::now();
+  const response r = s.post("/v1/completions", R"({"prompt":"abc","max_tokens":50})");
+  BOOST_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+  expect_error(r, 400);
+  BOOST_TEST(r.body.find("holds 40 tokens") != std::string::npos, r.body);
+  BOOST_TEST(r.body.find("needs 53") != std::string::npos, r.body);
+  BOOST_TEST(json(r).at("error").at("param").as_string() == "max_tokens");
+  expect_error(s.post("/v1/completions", R"({"prompt":")" + std::string(45, 'a') + R"("})"), 400);
+  BOOST_TEST(s.src->submitted_ == 0, "a request that cannot fit reached the engine");
+  // Within the pool it runs.
+  BOOST_TEST(s.post("/v1/completions", R"({"prompt":"abc","max_tokens":5})").status == 200);
+  BOOST_TEST(s.src->submitted_ == 1);
 }
 
 BOOST_AUTO_TEST_CASE(metrics_count) {

@@ -42,6 +42,7 @@ class runtime {
   const pipeline_spec& spec() const;
   const std::string& model_name() const;        // what the pipeline's model: says
   int64_t max_model_len() const;
+  int64_t kv_pool_tokens() const;  // the KV pool's pages x page_size
   const std::vector<std::string>& summary() const;  // start-up lines: plugins, model, KV pool
   // Bytes of weights one decode step reads (every tensor once; a tied LM head counts once).
   size_t weight_bytes_per_token() const;

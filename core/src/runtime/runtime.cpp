@@ -33,6 +33,7 @@ struct runtime::impl {
   std::unique_ptr<engine> eng;
   std::string bos_text, eos_text;
   int64_t max_model_len = 0;
+  int64_t kv_pool_tokens = 0;
   std::vector<std::string> summary;
 };
 
@@ -115,6 +116,7 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   // Sized after the weights are on the device, from the memory they left.
   const int64_t pages = kv_pages_for(m.spec, *m.be, per_token, m.max_model_len);
   m.mdl->allocate_kv(pages, page);
+  m.kv_pool_tokens = pages * page;
   engine::parts parts;
   parts.model = m.mdl.get();
   parts.sched = m.sched.get();
@@ -153,6 +155,7 @@ const tokenizer& runtime::tok() const { return *impl_->tok; }
 const pipeline_spec& runtime::spec() const { return impl_->spec; }
 const std::string& runtime::model_name() const { return impl_->spec.model; }
 int64_t runtime::max_model_len() const { return impl_->max_model_len; }
+int64_t runtime::kv_pool_tokens() const { return impl_->kv_pool_tokens; }
 const std::vector<std::string>& runtime::summary() const { return impl_->summary; }
 
 size_t runtime::weight_bytes_per_token() const {

@@ -48,6 +48,8 @@ class completion_source {
   // Valid once state() is ready.
   virtual const std::string& model_name() const = 0;
   virtual int64_t max_model_len() const = 0;
+  // Tokens the KV pool holds (0 = unknown): a sequence longer than this can never run.
+  virtual int64_t kv_pool_tokens() const { return 0; }
   virtual int32_t vocab_size() const = 0;
   // Plain text → ids (special tokens parsed; BOS added when the model asks for it).
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;

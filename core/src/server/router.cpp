@@ -3,6 +3,7 @@
 #include <chrono>
 #include <fmt/format.h>
 
+#include "admission.hpp"
 #include "api_error.hpp"
 #include "job_builder.hpp"
 #include "request.hpp"
@@ -150,6 +151,7 @@ std::shared_ptr<completion_job> router::generate(bool chat, std::string_view pat
   job_spec spec = chat ? build_chat_job(*ctx_.source, parse_chat_request(v))
                        : build_completion_job(*ctx_.source, parse_completion_request(v));
   spec.route = std::string(path);
+  check_admissible(*ctx_.source, spec, ctx_.opt.max_pending);  // 400 for what can never run
   const size_t want = spec.prompts.size() * static_cast<size_t>(spec.gen.n);
   if (ctx_.in_flight + want > ctx_.opt.max_pending)
     throw api_error(429, fmt::format("the server is at capacity ({} requests in flight); retry later",

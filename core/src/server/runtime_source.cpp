@@ -38,6 +38,7 @@ class runtime_source final : public completion_source {
 
   const std::string& model_name() const override { return rt_->model_name(); }
   int64_t max_model_len() const override { return rt_->max_model_len(); }
+  int64_t kv_pool_tokens() const override { return rt_->kv_pool_tokens(); }
   int32_t vocab_size() const override { return rt_->tok().vocab_size(); }
   std::vector<int32_t> encode(std::string_view text) const override {
     std::vector<int32_t> ids;
