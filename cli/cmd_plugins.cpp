@@ -23,7 +23,11 @@ po::options_description plugins_options() {
   po::options_description d(
       "tandem plugins [options]\n\n"
       "Lists the plugins in the search path ($TANDEM_PLUGIN_PATH, the install's\n"
-      "lib/tandem/plugins, the build tree's plugins/) and whether each can run here.\nOptions");
+      "lib/tandem/plugins, the build tree's plugins/) and whether each can run here.\n"
+      "To read their descriptors it loads every plugin library it finds there and in\n"
+      "their subfolders, which runs the library's initialisers: list only directories\n"
+      "you trust. (Serving loads only the plugins a pipeline names, and for\n"
+      "'backend: auto' the backend.* libraries.)\nOptions");
   d.add_options()
       ("help,h", "show this help")
       ("schema", "also print every setting: type, default, range or choices, env variable");

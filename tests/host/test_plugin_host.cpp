@@ -114,6 +114,14 @@ BOOST_AUTO_TEST_CASE(auto_picks_the_highest_scoring_runnable_plugin) {
   BOOST_TEST(host.resolve_auto(plugin_interface::drafter) == "drafter.test_ok");
 }
 
+BOOST_AUTO_TEST_CASE(auto_loads_only_the_candidates_of_its_interface) {
+  plugin_host host = test_host();
+  BOOST_TEST(host.resolve_auto(plugin_interface::backend) == "backend.test_ok");
+  BOOST_TEST(!host.file_of("backend.test_probe0").empty());  // a candidate: loaded and probed
+  for (const char* other : {"scheduler.test_ok", "weights.test_ok", "drafter.test_ok", "transport.test_ok"})
+    BOOST_TEST(host.file_of(other).empty(), other << " was loaded for backend: auto");
+}
+
 BOOST_AUTO_TEST_CASE(auto_without_a_runnable_plugin_is_a_plugin_error) {
   temp_dir dir;
   fs::copy_file(plugins_dir / "backend.test_probe0.so", dir.path() / "backend.test_probe0.so");

@@ -178,8 +178,17 @@ std::string plugin_host::resolve_auto(plugin_interface iface) {
   const std::string prefix = std::string(tandem::name(iface)) + ".";
   std::string best, reasons;
   int best_score = 0;
-  for (const plugin_descriptor* d : discover().plugins) {  // sorted by name: ties go first
-    if (d->interface != iface || !std::string_view(d->name).starts_with(prefix)) continue;
+  // Only the candidates are loaded (their constructors run): a library of another interface
+  // in the search path stays unopened unless a pipeline names it.
+  std::vector<const plugin_descriptor*> candidates;
+  for (const std::string& n : available_names()) {  // sorted by name: ties go first
+    if (!n.starts_with(prefix)) continue;
+    lookup_result r = lookup(n);
+    if (r.desc) candidates.push_back(r.desc);
+    else reasons += "; " + n + ": " + r.error;
+  }
+  for (const plugin_descriptor* d : candidates) {
+    if (d->interface != iface) continue;
     probe_result p = probe(d->name);
     if (p.score > best_score) {
       best_score = p.score;
