@@ -23,6 +23,7 @@ struct serve_options {
   int port = -1;  // -1: the pipeline's server.port
   int io_threads = 2;
   size_t max_pending = 256;
+  size_t max_connections = 0;  // 0 = from ulimit -n
   double shutdown_s = 10;
   std::vector<std::string> sets;
 };
@@ -37,6 +38,8 @@ po::options_description describe(serve_options& o) {
       ("host", po::value(&o.host), "address to listen on (default: the pipeline's server.host)")
       ("port", po::value(&o.port), "TCP port, 0 = any free one (default: the pipeline's server.port)")
       ("io-threads", po::value(&o.io_threads)->default_value(o.io_threads), "HTTP I/O threads")
+      ("max-connections", po::value(&o.max_connections)->default_value(o.max_connections),
+       "open connections at most; one more is answered 503 (0 = ulimit -n less 64)")
       ("max-pending", po::value(&o.max_pending)->default_value(o.max_pending),
        "engine requests in flight before new ones get 429")
       ("shutdown-timeout", po::value(&o.shutdown_s)->default_value(o.shutdown_s),
@@ -118,6 +121,7 @@ int run_serve(const args& a) {
   so.port = static_cast<uint16_t>(port);
   so.io_threads = o.io_threads;
   so.max_pending = o.max_pending;
+  so.max_connections = o.max_connections;
   server srv(std::move(source), so);
   const uint16_t bound = srv.start();
   const int rc = wait(src, "http://" + host + ":" + std::to_string(bound), set);
