@@ -15,5 +15,6 @@ int run_inspect(const args& a);   // tandem inspect MODEL
 int run_pull(const args& a);      // tandem pull [NAME]
 int run_serve(const args& a);     // tandem serve [--pipeline P] [--host H] [--port N] [--set k=v]
 int run_quantize(const args& a);  // tandem quantize --to exl3 --bits K --out DIR MODEL
+int run_worker(const args& a);    // tandem worker --pipeline P --rank R [--set k=v]
 
 }  // namespace tandem::cli

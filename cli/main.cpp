@@ -24,6 +24,7 @@ const command commands[] = {
     {"pull", tandem::cli::run_pull, "fetch and verify a model named by a manifest"},
     {"serve", tandem::cli::run_serve, "serve the OpenAI-compatible HTTP API"},
     {"quantize", tandem::cli::run_quantize, "quantize a llama GGUF to EXL3 (exllamav3) on the CPU"},
+    {"worker", tandem::cli::run_worker, "run one rank (1 or more) of a pipeline with topology.ranks > 1"},
 };
 
 void usage(std::FILE* out) {

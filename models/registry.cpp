@@ -12,11 +12,13 @@ namespace {
 
 std::vector<backend_op> llama_ops(const weight_format&, const std::string&) { return llama_model::ops(); }
 
-std::unique_ptr<model> make_llama(backend& be, const weight_format& w, const std::string& file) {
-  return std::make_unique<llama_model>(be, w, llama_hparams::from_weights(w, file));
+std::unique_ptr<model> make_llama(backend& be, const weight_format& w, const std::string& file, const tp_group& tp) {
+  return std::make_unique<llama_model>(be, w, llama_hparams::from_weights(w, file), tp);
 }
 
-std::unique_ptr<model> make_glm(backend& be, const weight_format& w, const std::string& file) {
+std::unique_ptr<model> make_glm(backend& be, const weight_format& w, const std::string& file, const tp_group& tp) {
+  if (tp.split())
+    throw model_error(file, "glm_moe_dsa does not split across ranks yet (topology.tensor_parallel must be 1)");
   return std::make_unique<glm::glm_model>(be, w, glm::glm_config::from_weights(w, file));
 }
 
@@ -45,7 +47,8 @@ std::string architecture_of(const weight_format& weights, const std::string& fil
   return *arch;
 }
 
-std::unique_ptr<model> create_model(backend& be, const weight_format& weights, const std::string& file) {
+std::unique_ptr<model> create_model(backend& be, const weight_format& weights, const std::string& file,
+                                    const tp_group& tp) {
   const std::string arch = architecture_of(weights, file);
   const model_entry* e = find_model(arch);
   if (!e) {
@@ -57,7 +60,7 @@ std::unique_ptr<model> create_model(backend& be, const weight_format& weights, c
     if (!be.supports(op))
       throw config_error("backend", "backend " + be.describe() + " cannot run " + arch + ": it lacks op " +
                                         std::string(name(op)) + " (" + std::string(family(op)) + " family)");
-  return e->make(be, weights, file);
+  return e->make(be, weights, file, tp);
 }
 
 }  // namespace tandem

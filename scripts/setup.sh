@@ -21,6 +21,7 @@ apt_packages=(
   libboost1.81-dev libboost-program-options1.81-dev libboost-json1.81-dev
   libboost-test1.81-dev libboost-filesystem1.81-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev libpcre2-dev libxxhash-dev libssl-dev
+  libgloo-dev  # transport.gloo: ranks over TCP (README: One model across ranks)
   python3 python3-pip python3-venv
 )
 

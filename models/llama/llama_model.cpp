@@ -20,8 +20,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp)
-    : be_(be), weights_(weights), hp_(hp) {
+llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp, const tp_group& tp)
+    : be_(be), weights_(weights), hp_full_(hp), tp_(tp), hp_(hp) {
   // q and k are rotated inside attention (fused with the KV write where the backend can).
   rope_ = {hp_.rope_theta, hp_.rope_dims, false};
   batch_.rope = &rope_;
@@ -32,7 +32,8 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
   info_.context = hp_.context;
   info_.detail = "GQA " + std::to_string(hp_.n_heads) + "/" + std::to_string(hp_.n_kv_heads) + " heads of " +
                  std::to_string(hp_.head_dim) + ", FFN " + std::to_string(hp_.ffn);
-  load_weights();
+  if (tp_.split()) load_split_weights();  // narrows hp_ to this rank's share
+  else load_weights();
   ws_.init(be_, hp_);
 }
 
@@ -230,15 +231,18 @@ void llama_model::run_layers(int n) {
     attn_flat.shape = {n, int64_t(hp_.n_heads) * hp_.head_dim, 0, 0};
     attn_flat.strides = {attn_flat.shape[1], 1, 0, 0};
     be_.linear(*L.wo, attn_flat, proj);
+    if (tp_.split()) reduce_partial(proj);
     be_.add_rms_norm(x, proj, norm_view(*L.ffn_norm), hp_.rms_eps, h);
     be_.linear(*L.gate_up, h, ws_.gate_up(n));
     be_.silu_mul(ws_.gate(n), ws_.up(n), ws_.gate(n));
     be_.linear(*L.down, ws_.gate(n), proj);
+    if (tp_.split()) reduce_partial(proj);
     keep_hidden(l, n);
   }
   be_.add_rms_norm(x, proj, norm_view(*output_norm_), hp_.rms_eps, h);
   if (n_logits_ == 0) return;
   be_.gather_rows(h, ws_.rows(n_logits_), ws_.rows_h(n_logits_));
+  if (tp_.split()) return lm_head_split(n_logits_);
   be_.linear(output_ ? *output_ : *tok_embd_, ws_.rows_h(n_logits_), ws_.logits(n_logits_));
 }
 

@@ -3,6 +3,10 @@
 // pool's storage, and a forward pass over one step plan (prefill chunks and decode tokens
 // of several sequences flattened into one batch).
 //
+// Across ranks (tp_group of size > 1, backend.cpu): this rank holds its share of the heads
+// (by KV head, with their query heads), of the FFN and of the LM head's vocabulary; the
+// o_proj and down outputs are all-reduced, the logits rows all-gathered (llama_tp.cpp).
+//
 // On a backend that records steps (CUDA graphs), pure decode steps are padded to a fixed
 // set of batch sizes with a fixed page-table width and run through run_recorded(), so the
 // same recorded step serves every decode step of that size.
@@ -10,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/tp_shard.hpp"
 #include "llama_hparams.hpp"
 #include "step_workspace.hpp"
 #include "tandem/backend.hpp"
@@ -24,7 +29,7 @@ class llama_model final : public model {
   // Loads every weight of `weights` that the architecture needs onto `be`. model_error
   // when a tensor is missing or misshapen. The KV pool comes later (allocate_kv), so its
   // size can be taken from the memory the weights left.
-  llama_model(backend& be, const weight_format& weights, const llama_hparams& hp);
+  llama_model(backend& be, const weight_format& weights, const llama_hparams& hp, const tp_group& tp = {});
   // Both steps at once, for callers that know the pool size up front.
   llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
               int64_t kv_pages, int page_size);
@@ -38,7 +43,7 @@ class llama_model final : public model {
   std::vector<backend_op> required_ops() const override;
   static std::vector<backend_op> ops();  // what every llama model uses
   kv_spec kv_needs() const override;
-  const llama_hparams& hparams() const { return hp_; }
+  const llama_hparams& hparams() const { return hp_full_; }
   const kv_layout& kv() const { return kv_->layout(); }
 
   // Computes the plan. Logits are kept for the last token of every sequence with
@@ -65,6 +70,11 @@ class llama_model final : public model {
   std::unique_ptr<linear_weight> linear_group(const std::vector<std::pair<std::string, int64_t>>& parts, int64_t in);
   std::unique_ptr<device_buffer> norm(const std::string& name);
   void load_weights();
+  void load_split_weights();  // llama_tp.cpp
+  // llama_tp.cpp: completes a row-parallel output (a partial sum on each rank).
+  void reduce_partial(tensor_view partial);
+  // llama_tp.cpp: this rank's logits columns -> every rank's, into ws_.logits.
+  void lm_head_split(int64_t rows);
   void run_layers(int n_tokens);
   void keep_hidden(int layer, int n_tokens);  // copies x after `layer` when it is a tap
   int64_t decode_batch(const step_plan& plan, bool all_logits) const;  // padded size, 0 = eager
@@ -73,7 +83,15 @@ class llama_model final : public model {
   rope_params rope_;  // what attention() rotates q and k by
   backend& be_;
   const weight_format& weights_;
-  llama_hparams hp_;
+  llama_hparams hp_full_;  // the model's
+  tp_group tp_;
+  llama_hparams hp_;       // this rank's share: n_heads, n_kv_heads and ffn are local
+  shard_store shards_;     // the weight slices this rank loaded (tensor parallel)
+  std::unique_ptr<linear_weight> lm_head_;  // tensor parallel: this rank's vocabulary rows
+  part vocab_part_;
+  int64_t vocab_stride_ = 0;               // widest vocabulary part (all-gather rows are this wide)
+  std::vector<float> tp_logits_, tp_gathered_;
+  std::unique_ptr<device_buffer> tp_local_logits_;
   model_info info_;
   std::unique_ptr<linear_weight> tok_embd_, output_;  // output_ null when tied
   std::unique_ptr<device_buffer> output_norm_;

@@ -50,6 +50,7 @@ struct plugin_choice {
 
 struct topology {
   int ranks = 1, tensor_parallel = 1, pipeline_parallel = 1, expert_parallel = 1;
+  double heartbeat_s = 5;  // rank 0 tells idle workers it is alive this often
 };
 
 struct pipeline_spec {

@@ -43,6 +43,9 @@ config_schema topology_schema() {
       {"pipeline_parallel", config_type::integer, "1", "ranks that split the layer stack", 1, 1024},
       {"expert_parallel", config_type::integer, "1",
        "ranks that split the MoE experts; must divide ranks", 1, 1024},
+      {"heartbeat_s", config_type::number, "5",
+       "with ranks > 1: rank 0 tells idle workers it is alive this often (keep it well below the "
+       "transport's timeout)", 0.05, 3600},
   };
   return keys;
 }

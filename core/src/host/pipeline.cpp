@@ -6,6 +6,7 @@
 #include "overrides.hpp"
 #include "settings_check.hpp"
 #include "suggest.hpp"
+#include "tandem/transport.hpp"
 #include "yaml_reader.hpp"
 
 namespace tandem {
@@ -34,6 +35,7 @@ class loader {
                              const std::string& full, const raw_value& v);
   config check_core(std::string_view name, config_schema schema);
   void check_topology(const config& cfg, pipeline_spec& spec);
+  void check_transport_serves(pipeline_spec& spec);
   source_pos pos_of(std::string_view section, std::string_view key);
 
   std::string file_;
@@ -197,6 +199,7 @@ void loader::check_topology(const config& cfg, pipeline_spec& spec) {
   t.tensor_parallel = static_cast<int>(cfg.get_int("tensor_parallel"));
   t.pipeline_parallel = static_cast<int>(cfg.get_int("pipeline_parallel"));
   t.expert_parallel = static_cast<int>(cfg.get_int("expert_parallel"));
+  if (cfg.has("heartbeat_s")) t.heartbeat_s = cfg.get_number("heartbeat_s");
   const int64_t product = int64_t{t.tensor_parallel} * t.pipeline_parallel;
   if (t.ranks != product)
     sink_.error(pos_of("topology", "ranks"), "topology.ranks",
@@ -207,11 +210,43 @@ void loader::check_topology(const config& cfg, pipeline_spec& spec) {
     sink_.error(pos_of("topology", "expert_parallel"), "topology.expert_parallel",
                 "expert_parallel (" + std::to_string(t.expert_parallel) + ") must divide ranks (" +
                     std::to_string(t.ranks) + ")");
-  if (spec.transport.name == "transport.local" && t.ranks != 1)
-    sink_.error(spec.transport.pos, "transport.plugin",
-                "transport.local runs a single rank but topology.ranks is " +
-                    std::to_string(t.ranks),
-                "use a multi-rank transport such as transport.tcp or transport.nccl");
+  check_transport_serves(spec);
+}
+
+// The transport declares the world sizes it serves in its schema (tandem/transport.hpp):
+// topology.ranks must be among them, and the host, not the file, sets world_size.
+void loader::check_transport_serves(pipeline_spec& spec) {
+  if (spec.transport.name.empty()) return;  // the transport section was reported already
+  const plugin_host::lookup_result found = host_.lookup(spec.transport.name);
+  if (!found.desc) return;
+  const topology& t = spec.topo;
+  const config_key* world = nullptr;
+  const config_key* rank = nullptr;
+  for (const config_key& k : found.desc->keys()) {
+    if (std::string_view(k.key) == transport_keys::world_size) world = &k;
+    if (std::string_view(k.key) == transport_keys::rank) rank = &k;
+  }
+  const int lo = world && world->min < world->max ? static_cast<int>(world->min) : 1;
+  const int hi = world && world->min < world->max ? static_cast<int>(world->max) : 1;
+  if (t.ranks < lo || t.ranks > hi) {
+    const std::string serves = lo == hi ? std::to_string(lo) + (lo == 1 ? " rank" : " ranks")
+                                        : std::to_string(lo) + " to " + std::to_string(hi) + " ranks";
+    sink_.error(pos_of("topology", "ranks"), "topology.ranks",
+                spec.transport.name + " serves " + serves + " but topology.ranks is " + std::to_string(t.ranks),
+                lo == 1 && hi == 1 ? "use a multi-rank transport such as transport.gloo" : "");
+    return;
+  }
+  if (raw_section* sec = doc_.find("transport"); sec && sec->find(transport_keys::world_size))
+    sink_.error(pos_of("transport", transport_keys::world_size), "transport.world_size",
+                "set by the host from topology.ranks; remove it");
+  if (!world) return;
+  spec.transport.cfg.set(transport_keys::world_size, int64_t{t.ranks});
+  if (rank && spec.transport.cfg.has(transport_keys::rank) &&
+      spec.transport.cfg.get_int(transport_keys::rank) >= t.ranks)
+    sink_.error(pos_of("transport", transport_keys::rank), "transport.rank",
+                "rank " + std::to_string(spec.transport.cfg.get_int(transport_keys::rank)) +
+                    " does not exist: topology.ranks is " + std::to_string(t.ranks) + " (ranks are 0 to " +
+                    std::to_string(t.ranks - 1) + ")");
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+#include "rank_setup.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "rank_handshake.hpp"
+#include "step_broadcast.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem {
+
+void check_topology_runs(const pipeline_spec& spec, const backend& be) {
+  if (spec.topo.pipeline_parallel > 1)
+    throw config_error("topology.pipeline_parallel", "pipeline parallel is not implemented yet (tensor_parallel "
+                                                     "splits a model across ranks)");
+  if (spec.topo.expert_parallel > 1)
+    throw config_error("topology.expert_parallel", "expert parallel is not implemented yet (tensor_parallel "
+                                                   "splits a model across ranks)");
+  if (!spec.transport.cfg.has(transport_keys::devices)) return;  // a transport without the key takes any memory
+  const std::string& devices = spec.transport.cfg.get_string(transport_keys::devices);
+  const std::string kind = be.dev().kind == device_kind::cpu ? "cpu" : "cuda";
+  std::stringstream list(devices);
+  for (std::string d; std::getline(list, d, ',');)
+    if (d == kind) return;
+  throw config_error("transport.plugin", spec.transport.name + " takes " + devices + " memory, but " + be.describe() +
+                                             " computes on " + kind);
+}
+
+tp_group join_ranks(const pipeline_spec& spec, transport& comm, const weight_format& weights,
+                    const std::filesystem::path& model_file) {
+  if (comm.world_size() != spec.topo.ranks)
+    throw plugin_error(spec.transport.name, "the transport has " + std::to_string(comm.world_size()) +
+                                                " ranks, topology.ranks is " + std::to_string(spec.topo.ranks));
+  if (comm.world_size() == 1) return {};
+  check_ranks_agree(comm, rank_identity::of(spec, weights, model_file));
+  return {.rank = comm.rank(), .size = spec.topo.tensor_parallel, .comm = &comm};
+}
+
+std::unique_ptr<model> lead_ranks(std::unique_ptr<model> m, transport& comm, const pipeline_spec& spec) {
+  if (comm.world_size() == 1) return m;
+  const auto beat = std::chrono::milliseconds(std::llround(spec.topo.heartbeat_s * 1000));
+  return std::make_unique<broadcasting_model>(std::move(m), comm, beat);
+}
+
+}  // namespace tandem
