@@ -2,7 +2,10 @@
 #include <boost/program_options.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <pthread.h>
 
 #include "commands.hpp"
@@ -26,6 +29,12 @@ struct serve_options {
   size_t max_connections = 0;  // 0 = from ulimit -n
   double shutdown_s = 10;
   std::vector<std::string> sets;
+  // The API (tandem::server_options / source_options).
+  std::string api_key, tool_parser = "auto", chat_template, served_model_name;
+  bool api_key_all_paths = false;
+  std::vector<std::string> cors_origins;
+  // vLLM's names for pipeline settings (0 = not given).
+  int64_t max_model_len = 0, max_num_seqs = 0;
 };
 
 po::options_description describe(serve_options& o) {
@@ -44,13 +53,44 @@ po::options_description describe(serve_options& o) {
        "engine requests in flight before new ones get 429")
       ("shutdown-timeout", po::value(&o.shutdown_s)->default_value(o.shutdown_s),
        "seconds in-flight requests may take to finish on SIGINT/SIGTERM")
-      ("set", po::value(&o.sets)->composing(), "override a pipeline setting: section.key=value");
+      ("set", po::value(&o.sets)->composing(), "override a pipeline setting: section.key=value")
+      ("api-key", po::value(&o.api_key), "require 'Authorization: Bearer KEY' on /v1/* (default: $TANDEM_API_KEY)")
+      ("api-key-all-paths", po::bool_switch(&o.api_key_all_paths),
+       "require the API key on every path, /health and /metrics included")
+      ("cors-origin", po::value(&o.cors_origins)->composing(),
+       "allow browser calls from this origin (repeatable; * = any): CORS headers and preflight answers")
+      ("tool-parser", po::value(&o.tool_parser)->default_value(o.tool_parser),
+       "tool-call format of the model's output: auto (from the chat template), hermes, glm4")
+      ("chat-template", po::value(&o.chat_template), "a Jinja chat template file used instead of the model's")
+      ("served-model-name", po::value(&o.served_model_name), "the model name clients send and /v1/models lists")
+      ("max-model-len", po::value(&o.max_model_len), "context length (same as --set engine.max_model_len=N)")
+      ("max-num-seqs", po::value(&o.max_num_seqs), "requests per engine step (same as --set scheduler.max_batch=N)")
+      ("gpu-memory-utilization", po::value<double>(),
+       "not supported: size the KV pool with --set backend.memory_mb=MiB or --set engine.kv_tokens=N");
   return d;
+}
+
+// vLLM / llama-server spellings the user may reach for that tandem names differently.
+void reject_foreign_options(const po::variables_map& vm) {
+  if (vm.count("gpu-memory-utilization"))
+    throw po::error("--gpu-memory-utilization is not supported; size the KV pool with --set backend.memory_mb=MiB "
+                    "(the backend's budget for KV and workspace) or --set engine.kv_tokens=N");
+}
+
+// --chat-template names a file; its text replaces the model's template.
+std::string read_template(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw po::error("--chat-template: cannot read '" + path + "'");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // --host/--port become overrides of the pipeline's server section, so the loader checks them.
 std::vector<std::string> overrides(const serve_options& o) {
-  std::vector<std::string> out = o.sets;
+  std::vector<std::string> out;
+  // Aliases first, so an explicit --set of the same key still wins.
+  if (o.max_model_len > 0) out.push_back("engine.max_model_len=" + std::to_string(o.max_model_len));
+  if (o.max_num_seqs > 0) out.push_back("scheduler.max_batch=" + std::to_string(o.max_num_seqs));
+  out.insert(out.end(), o.sets.begin(), o.sets.end());
   if (!o.host.empty()) out.push_back("server.host=" + o.host);
   if (o.port > 0) out.push_back("server.port=" + std::to_string(o.port));
   return out;
@@ -99,8 +139,22 @@ int run_serve(const args& a) {
     if (o.port < -1 || o.port > 65535) throw po::error("--port must be in [0, 65535]");
     if (o.io_threads < 1) throw po::error("--io-threads must be at least 1");
     if (o.max_pending < 1) throw po::error("--max-pending must be at least 1");
+    if (o.tool_parser != "auto" && o.tool_parser != "hermes" && o.tool_parser != "glm4")
+      throw po::error("--tool-parser must be auto, hermes or glm4; got '" + o.tool_parser + "'");
+    if (vm.count("max-model-len") && o.max_model_len < 1) throw po::error("--max-model-len must be at least 1");
+    if (vm.count("max-num-seqs") && o.max_num_seqs < 1) throw po::error("--max-num-seqs must be at least 1");
+    if (vm.count("api-key") && o.api_key.empty()) throw po::error("--api-key must not be empty");
+    if (o.api_key_all_paths && o.api_key.empty() && !std::getenv("TANDEM_API_KEY"))
+      throw po::error("--api-key-all-paths needs --api-key (or $TANDEM_API_KEY)");
+    reject_foreign_options(vm);
+    if (vm.count("chat-template")) o.chat_template = read_template(o.chat_template);
   };
-  if (auto rc = parse_args("serve", a, desc, vm, nullptr, check)) return *rc;
+  // `tandem serve MODEL`, as `vllm serve MODEL`: the positional argument is --model.
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  if (auto rc = parse_args("serve", a, desc, vm, &pos, check)) return *rc;
+  if (o.api_key.empty())
+    if (const char* k = std::getenv("TANDEM_API_KEY"); k && *k) o.api_key = k;
   apply_model_option(o.model, vm, o.pipeline, o.sets);
   const auto [host, port] = listen_address(o);
 
@@ -114,7 +168,10 @@ int run_serve(const args& a) {
   runtime_options ro;
   ro.overrides = overrides(o);
   ro.progress = [](std::string_view s) { std::cerr << s << "\n"; };
-  auto source = make_runtime_source(o.pipeline, ro);
+  source_options sopt;
+  sopt.served_model_name = o.served_model_name;
+  sopt.chat_template = o.chat_template;
+  auto source = make_runtime_source(o.pipeline, ro, sopt);
   const completion_source& src = *source;
   server_options so;
   so.host = host;
@@ -122,6 +179,10 @@ int run_serve(const args& a) {
   so.io_threads = o.io_threads;
   so.max_pending = o.max_pending;
   so.max_connections = o.max_connections;
+  so.api_key = o.api_key;
+  so.auth_all = o.api_key_all_paths;
+  so.cors_origins = o.cors_origins;
+  so.tool_parser = o.tool_parser;
   server srv(std::move(source), so);
   const uint16_t bound = srv.start();
   const int rc = wait(src, "http://" + host + ":" + std::to_string(bound), set);

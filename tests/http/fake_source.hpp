@@ -34,15 +34,18 @@ class fake_source final : public completion_source {
   source_state state() const override { return state_; }
   void set_state(source_state s) { state_ = s; }
   const std::string& model_name() const override { return model_; }
-  int64_t max_model_len() const override { return 64; }
+  int64_t max_model_len() const override { return max_len_; }
   int64_t kv_pool_tokens() const override { return pool_tokens_; }
   int32_t vocab_size() const override { return 257; }
   std::vector<int32_t> encode(std::string_view text) const override { return {text.begin(), text.end()}; }
-  std::vector<int32_t> chat_tokens(std::span<const chat_message> messages) const override {
-    std::vector<int32_t> ids;
+  // The "template": with renders_tools, the tools JSON first; then each message's content
+  // (and its tool calls' JSON).
+  std::vector<int32_t> chat_tokens(std::span<const chat_message> messages, const std::string& tools_json) const override {
+    std::vector<int32_t> ids(tools_json.begin(), tools_json.end());
     for (const auto& m : messages) {
       if (m.role == "tool" && m.tool_call_id.empty()) throw error("a tool message needs tool_call_id");
       ids.insert(ids.end(), m.content.begin(), m.content.end());
+      ids.insert(ids.end(), m.tool_calls_json.begin(), m.tool_calls_json.end());
     }
     return ids;
   }
@@ -52,11 +55,18 @@ class fake_source final : public completion_source {
     return s;
   }
   std::string token_bytes(int32_t id) const override { return byte_decoder().push(id); }
-  std::unique_ptr<text_decoder> decoder() const override { return std::make_unique<byte_decoder>(); }
+  std::unique_ptr<text_decoder> decoder(bool) const override { return std::make_unique<byte_decoder>(); }
+  bool template_renders_tools() const override { return renders_tools_; }
+  std::string chat_template_source() const override { return template_source_; }
+  std::atomic<bool> renders_tools_{true};
+  std::atomic<int64_t> max_len_{64};
+  std::string template_source_;  // set before the server starts
 
   uint64_t submit(generation_request r) override {
     std::lock_guard l(mu_);
     const uint64_t id = next_++;
+    last_ = r;
+    last_.on_event = nullptr;
     queue_.push_back({id, std::move(r), 0});
     ++submitted_;
     cv_.notify_one();
@@ -81,6 +91,11 @@ class fake_source final : public completion_source {
   }
 
   std::atomic<int> submitted_{0}, cancelled_{0};
+  // The last request submitted (without its callback), for tests to inspect.
+  generation_request last_submitted() const {
+    std::lock_guard l(mu_);
+    return last_;
+  }
 
  private:
   struct live {
@@ -116,6 +131,16 @@ class fake_source final : public completion_source {
 
   bool advance(live& w) {
     const auto pos = static_cast<size_t>(w.produced);
+    if (pos == 0 && w.req.prompt_logprobs >= 0 && w.req.prompt.size() > 1) {
+      // Prompt position i (i >= 1) gets logprob -i/4, top alternatives 'a', 'b', ...
+      token_event pe{w.id, -1, finish_reason::none, {}};
+      for (size_t i = 1; i < w.req.prompt.size(); ++i) {
+        prompt_token_logprob lp{static_cast<int64_t>(i), -0.25f * static_cast<float>(i), {}};
+        for (int k = 0; k < w.req.prompt_logprobs; ++k) lp.top.push_back({'a' + k, -1.0f - k});
+        pe.prompt_logprobs.push_back(std::move(lp));
+      }
+      w.req.on_event(pe);
+    }
     const int32_t tok = pos < reply_.size() ? static_cast<unsigned char>(reply_[pos]) : eos;
     ++w.produced;
     token_event ev{w.id, tok, finish_reason::none, {}};
@@ -142,6 +167,7 @@ class fake_source final : public completion_source {
   std::vector<live> queue_;
   std::vector<uint64_t> cancels_;
   uint64_t next_ = 1;
+  generation_request last_;
   std::thread thread_;
 };
 

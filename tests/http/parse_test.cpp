@@ -33,7 +33,7 @@ BOOST_AUTO_TEST_CASE(chat_fields_are_typed) {
   auto r = chat("{" + msgs + R"(,"model":"m","temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.1,"seed":-3,
       "stop":"END","stop_token_ids":[7],"n":2,"stream":true,"stream_options":{"include_usage":true},
       "logprobs":true,"top_logprobs":3,"presence_penalty":1,"frequency_penalty":-1,"ignore_eos":true,
-      "user":"u","max_tokens":5,"max_completion_tokens":9,"some_unknown_field":{"x":1}})");
+      "user":"u","max_tokens":5,"max_completion_tokens":9})");
   BOOST_TEST(r.messages.size() == 1u);
   BOOST_TEST(r.messages[0].content == "hi");
   BOOST_TEST(r.gen.model == "m");
@@ -115,7 +115,13 @@ BOOST_AUTO_TEST_CASE(completion_prompt_forms) {
   expect_400(R"({"prompt":[[1],[-5]]})", "prompt", false);
   expect_400(R"({"prompt":"a","logprobs":true})", "logprobs", false);
   expect_400(R"({"prompt":"a","logprobs":21})", "logprobs", false);
-  expect_400(R"({"prompt":"a","echo":true})", "echo", false);
+  expect_400(R"({"prompt":"a","echo":"yes"})", "echo", false);
+  expect_400(R"({"prompt":"a","max_tokens":0})", "max_tokens", false);  // 0 only with echo
+  auto echo = completion(R"({"prompt":"a","echo":true,"max_tokens":0,"logprobs":1})");
+  BOOST_TEST(echo.echo);
+  BOOST_TEST(*echo.gen.max_tokens == 0);
+  BOOST_TEST(*completion(R"({"prompt":"a"})").gen.max_tokens == completions_default_max_tokens);
+  BOOST_TEST(!chat(R"({"messages":[{"role":"user","content":"hi"}]})").gen.max_tokens.has_value());
 }
 
 BOOST_AUTO_TEST_CASE(invalid_json_is_400) {

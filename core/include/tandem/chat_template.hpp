@@ -25,6 +25,10 @@ struct chat_message {
   std::string content{};
   std::string name{};        // optional (tool name); empty = absent
   std::string tool_call_id{};  // optional; empty = absent
+  // Assistant turns that called tools: a JSON array of OpenAI tool calls
+  // ([{"id", "type": "function", "function": {"name", "arguments": {...}}}]), arguments
+  // already an object as vLLM hands them to templates. Empty = absent.
+  std::string tool_calls_json{};
 };
 
 struct chat_render_options {
@@ -33,6 +37,10 @@ struct chat_render_options {
   // Extra string variables visible to the template (e.g. date_string). They override
   // nothing: messages, add_generation_prompt, bos_token, eos_token and tools win.
   std::map<std::string, std::string> extra;
+  // The request's tools as a JSON array (OpenAI's [{"type": "function", "function": {...}}]),
+  // visible as `tools` the way transformers' apply_chat_template(tools=...) passes them.
+  // Empty = none. Invalid JSON throws chat_template_error.
+  std::string tools_json;
 };
 
 // A syntax or runtime error in a chat template. what() reads
@@ -72,8 +80,9 @@ class chat_template {
   chat_template(chat_template&&) noexcept;
   chat_template& operator=(chat_template&&) noexcept;
 
-  // Renders the conversation. Each message is a dict with keys role and content, plus name
-  // and tool_call_id only when non-empty; `tools` and `documents` are none. Throws
+  // Renders the conversation. Each message is a dict with keys role and content, plus name,
+  // tool_call_id and tool_calls only when non-empty; `tools` is opt.tools_json parsed (none
+  // when empty) and `documents` none. Throws
   // chat_template_error on runtime errors: raise_exception(msg) in the template, an
   // operation on an undefined value (jinja2's default Undefined rules), type errors, or
   // the sandbox limits (recursion depth, loop iterations, output size).

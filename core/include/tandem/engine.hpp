@@ -27,6 +27,13 @@ class kv_pool;
 enum class finish_reason : uint8_t { none, stop, length, cancelled, error };
 std::string_view name(finish_reason r);
 
+// The log-probability of prompt token `position` given the tokens before it (position >= 1).
+struct prompt_token_logprob {
+  int64_t position = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // most likely tokens there, best first
+};
+
 struct token_event {
   uint64_t request_id = 0;
   int32_t token = -1;            // -1 when the event only reports an end
@@ -37,6 +44,9 @@ struct token_event {
   double queued_s = -1;          // first event only: seconds from submit to first scheduling
   request_class cls = request_class::unknown;  // first event only: class at admission
   int64_t cached_tokens = -1;    // first event only: prompt tokens taken from the prefix cache
+  // prompt_logprobs >= 0: the prompt positions computed this step (token -1, finished none);
+  // see prompt_logprobs.cpp.
+  std::vector<prompt_token_logprob> prompt_logprobs;
 };
 
 struct generation_request {
@@ -48,6 +58,8 @@ struct generation_request {
   int32_t logprobs = -1;                 // -1 none; 0 the chosen token's; k also the top k
   float presence_penalty = 0;            // OpenAI semantics, over generated tokens
   float frequency_penalty = 0;
+  std::vector<token_bias> logit_bias;    // OpenAI logit_bias, applied before sampling
+  int32_t prompt_logprobs = -1;          // -1 none; k: every prompt token's logprob and top k
   std::string cache_salt;   // tenant isolation: only requests with the same salt share pages
   std::string session;      // conversation id: under session retention its chain stays cached
   std::function<void(const token_event&)> on_event;

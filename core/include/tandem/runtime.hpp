@@ -51,6 +51,9 @@ class runtime {
   std::vector<int32_t> tokens_for_chat(std::span<const chat_message> messages,
                                        bool add_generation_prompt = true) const;
   std::string render_chat(std::span<const chat_message> messages, bool add_generation_prompt = true) const;
+  // The model's chat template (null when it has none), for callers that render with their
+  // own options (the server's tools); bos / eos text as render_chat passes them.
+  const chat_template* chat() const;
 
  private:
   runtime();

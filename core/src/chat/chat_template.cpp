@@ -2,6 +2,7 @@
 #include "tandem/chat_template.hpp"
 
 #include "builtins.hpp"
+#include "json_value.hpp"
 #include "interpreter.hpp"
 #include "parser.hpp"
 
@@ -61,6 +62,7 @@ value message_value(const chat_message& m) {
   d->entries.emplace_back(value::string("content"), value::string(m.content));
   if (!m.name.empty()) d->entries.emplace_back(value::string("name"), value::string(m.name));
   if (!m.tool_call_id.empty()) d->entries.emplace_back(value::string("tool_call_id"), value::string(m.tool_call_id));
+  if (!m.tool_calls_json.empty()) d->entries.emplace_back(value::string("tool_calls"), chat_detail::from_json(m.tool_calls_json));
   return value::dict(std::move(d));
 }
 
@@ -88,7 +90,7 @@ std::string chat_template::render(std::span<const chat_message> messages, const 
   root["add_generation_prompt"] = value::boolean(opt.add_generation_prompt);
   root["bos_token"] = value::string(opt.bos_token);
   root["eos_token"] = value::string(opt.eos_token);
-  root["tools"] = value::none();
+  root["tools"] = opt.tools_json.empty() ? value::none() : chat_detail::from_json(opt.tools_json);
   root["documents"] = value::none();
   chat_detail::interpreter in(program_->body, std::move(root));
   return in.run();

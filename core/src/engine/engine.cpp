@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine_impl.hpp"
+#include "prompt_logprobs.hpp"
 #include "tandem/model.hpp"
 #include "tandem/error.hpp"
 #include "tandem/scheduler.hpp"
@@ -64,6 +65,7 @@ void engine::impl::emit(sequence& s, token_event ev) {
 
 void engine::impl::finish(sequence& s, finish_reason why, std::string err) {
   cache.release(s.kv);
+  release_draft_state(s);
   s.computed = 0;
   emit(s, -1, why, std::move(err));
 }
@@ -92,7 +94,7 @@ void engine::impl::drain_inbox() {
       finish(*s, finish_reason::error, "the prompt does not fit in the KV pool");
     } else {
       s->req.max_new_tokens = std::clamp<int64_t>(s->req.max_new_tokens, 1, p.max_model_len - s->prompt_len);
-      s->kv.salt = s->req.cache_salt;
+      s->kv.salt = prefill_salt(s->id, s->req);  // prompt_logprobs.hpp
       waiting.push_back(std::move(s));
     }
   }

@@ -80,6 +80,11 @@ struct engine::impl {
   void run(std::vector<sequence*>& scheduled, const std::vector<int64_t>& counts);
   void retire(sequence& s);
   bool is_stop(const sequence& s, int32_t tok) const;
+
+  // prompt_logprobs.cpp
+  bool computes_prompt_rows(const std::vector<sequence*>& scheduled) const;
+  std::vector<int32_t> sample_all_rows(const std::vector<sequence*>& scheduled, const std::vector<int64_t>& counts,
+                                       const std::vector<sampling_params>& params, std::vector<token_event>& events);
 };
 
 }  // namespace tandem

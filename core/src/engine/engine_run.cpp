@@ -52,10 +52,11 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
     std::vector<uint8_t> bytes = encode(plan);
     p.comm->broadcast(bytes, 0);
   }
-  p.model->forward(plan);
-  std::vector<int32_t> ids = p.model->sample(params);
+  const bool prompt_rows = computes_prompt_rows(scheduled);  // every row's logits (prompt_logprobs.cpp)
+  p.model->forward(plan, forward_options{.all_logits = prompt_rows, .hidden_layers = {}});
   std::vector<token_event> events(samplers.size());
-  if (std::any_of(samplers.begin(), samplers.end(), [](sequence* s) { return needs_host_logits(s->req); })) {
+  std::vector<int32_t> ids = prompt_rows ? sample_all_rows(scheduled, counts, params, events) : p.model->sample(params);
+  if (!prompt_rows && std::any_of(samplers.begin(), samplers.end(), [](sequence* s) { return needs_host_logits(s->req); })) {
     const std::vector<float> logits = p.model->logits_to_host();
     const int vocab = static_cast<int>(p.model->info().vocab);
     for (size_t j = 0; j < samplers.size(); ++j) {

@@ -157,6 +157,7 @@ const std::string& runtime::model_name() const { return impl_->spec.model; }
 int64_t runtime::max_model_len() const { return impl_->max_model_len; }
 int64_t runtime::kv_pool_tokens() const { return impl_->kv_pool_tokens; }
 const std::vector<std::string>& runtime::summary() const { return impl_->summary; }
+const chat_template* runtime::chat() const { return impl_->chat.get(); }
 
 size_t runtime::weight_bytes_per_token() const {
   size_t total = 0;

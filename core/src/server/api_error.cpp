@@ -8,6 +8,7 @@ namespace {
 const char* type_for(int status) {
   switch (status) {
     case 400: case 413: case 415: return "invalid_request_error";
+    case 401: return "authentication_error";
     case 404: return "not_found_error";
     case 405: return "method_not_allowed_error";
     case 429: return "rate_limit_error";

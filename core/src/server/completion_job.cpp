@@ -5,6 +5,7 @@
 #include <random>
 
 #include "api_error.hpp"
+#include "fingerprint.hpp"
 #include "sse.hpp"
 #include "tandem/logger.hpp"
 
@@ -18,13 +19,22 @@ std::string random_id(const char* prefix) {
 
 double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// The tool-call format: the server's --tool-parser, or the one the chat template teaches.
+tool_format format_for(const server_context& ctx) {
+  if (auto f = tool_format_named(ctx.opt.tool_parser)) return *f;
+  return detect_tool_format(ctx.source->chat_template_source());
+}
+
 }  // namespace
 
 completion_job::completion_job(server_context& ctx, std::shared_ptr<response_sink> sink,
                                boost::asio::any_io_executor strand, job_spec spec, clock::time_point arrival)
     : ctx_(ctx), sink_(std::move(sink)), strand_(std::move(strand)), spec_(std::move(spec)), arrival_(arrival),
       id_(random_id(spec_.chat ? "chatcmpl-" : "cmpl-")),
-      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()) {}
+      fingerprint_(system_fingerprint(*ctx.source)),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()) {
+  if (spec_.tools.parse_output()) tool_format_ = format_for(ctx);
+}
 
 completion_job::~completion_job() {
   if (registry_key_) registry_->remove(registry_key_);
@@ -41,8 +51,14 @@ void completion_job::start() {
       auto c = std::make_unique<choice>();
       c->index = choices_.size();
       c->prompt = p;
-      c->dec = ctx_.source->decoder();
+      // Tool-call markers may be special tokens (GLM's are): keep them in the text.
+      c->dec = ctx_.source->decoder(!spec_.tools.parse_output());
       c->stops = stop_matcher(g.stop);
+      if (spec_.tools.parse_output()) c->tools = std::make_unique<tool_call_parser>(tool_format_, spec_.tools);
+      if (spec_.echo && g.logprobs >= 0) {
+        c->prompt_lps.resize(spec_.prompts[p].size());
+        for (size_t i = 0; i < c->prompt_lps.size(); ++i) c->prompt_lps[i] = {spec_.prompts[p][i], 0, {}, i > 0};
+      }
       choices_.push_back(std::move(c));
     }
   for (auto& cp : choices_) {
@@ -52,11 +68,15 @@ void completion_job::start() {
     r.sampling = g.sampling;
     r.sampling.seed = seed + c.index;  // n > 1: distinct, yet reproducible samples
     r.max_new_tokens = g.max_tokens.value_or(ctx_.source->max_model_len() - static_cast<int64_t>(r.prompt.size()));
+    // max_tokens 0 (echo only): the engine always samples one token; it is dropped.
+    if (r.max_new_tokens == 0) r.max_new_tokens = 1;
     r.ignore_eos = g.ignore_eos;
     r.stop_token_ids = g.stop_token_ids;
     r.logprobs = g.logprobs;
     r.presence_penalty = g.presence_penalty;
     r.frequency_penalty = g.frequency_penalty;
+    r.logit_bias = g.logit_bias;
+    if (spec_.echo && g.logprobs >= 0) r.prompt_logprobs = g.logprobs;
     r.session = g.user;  // the OpenAI `user` keys session retention of the prefix cache
     // Runs on the generation thread: only hand the event over.
     r.on_event = [self = shared_from_this(), idx = c.index](const token_event& ev) {
@@ -85,6 +105,7 @@ void completion_job::send_roles() {
 
 void completion_job::on_event(size_t idx, token_event ev, clock::time_point at) {
   choice& c = *choices_[idx];
+  if (!ev.prompt_logprobs.empty()) on_prompt_logprobs(c, ev);
   if (ev.token >= 0 && !c.reason) on_token(c, ev, at);
   if (ev.finished != finish_reason::none) on_end(c, ev);
   maybe_complete();
@@ -105,6 +126,8 @@ void completion_job::on_token(choice& c, const token_event& ev, clock::time_poin
     ctx_.metrics.observe_inter_token(seconds(at - c.last_token));
   }
   c.last_token = at;
+  echo_prompt(c);
+  if (spec_.gen.max_tokens == 0) return;  // echo only: the one sampled token is not part of the answer
   ++c.tokens;
   ctx_.metrics.add_generation_tokens(1);
   // An end-of-generation or stop token finishes the choice; its text is not part of it.
@@ -119,9 +142,9 @@ void completion_job::on_token(choice& c, const token_event& ev, clock::time_poin
 
 void completion_job::feed(choice& c, const std::string& text) {
   auto r = c.stops.push(text);
-  release(c, std::move(r.text));
-  if (r.stopped) {
-    finish_choice(c, "stop");
+  pass_text(c, std::move(r.text));
+  if (r.stopped && !c.reason) {
+    if (end_tool_calls(c) && !c.reason) finish_choice(c, c.calls.empty() ? "stop" : "tool_calls");
     ctx_.source->cancel(c.engine_id);  // a stop string: the engine need not go on
   }
 }
@@ -134,10 +157,12 @@ void completion_job::on_end(choice& c, const token_event& ev) {
     switch (ev.finished) {
       case finish_reason::stop:
       case finish_reason::length: {
+        echo_prompt(c);
         feed(c, c.dec->flush());
         if (!c.reason) {
-          release(c, c.stops.finish().text);
-          finish_choice(c, ev.finished == finish_reason::stop ? "stop" : "length");
+          pass_text(c, c.stops.finish().text);
+          if (end_tool_calls(c) && !c.reason)
+            finish_choice(c, !c.calls.empty() ? "tool_calls" : ev.finished == finish_reason::stop ? "stop" : "length");
         }
         break;
       }
@@ -175,10 +200,10 @@ void completion_job::finish_choice(choice& c, const char* reason) {
   sink_->stream(sse_event(boost::json::serialize(chunk)));
 }
 
-void completion_job::fail(const std::string& message) {
+void completion_job::fail(const std::string& message, int status) {
   // The engine rejects what cannot fit (prompt too long for the KV pool, ...) as an error
   // that names the prompt: the client's fault. Anything else is a server fault.
-  const int status = message.find("prompt") != std::string::npos ? 400 : 500;
+  if (status == 0) status = message.find("prompt") != std::string::npos ? 400 : 500;
   for (auto& c : choices_)
     if (!c->reason) {
       c->reason = "error";

@@ -17,6 +17,7 @@
 #include "response_sink.hpp"
 #include "server_context.hpp"
 #include "stop_matcher.hpp"
+#include "tool_parser.hpp"
 
 namespace tandem::http {
 
@@ -27,6 +28,9 @@ struct job_spec {
   std::string route;                          // for the access log
   gen_params gen;
   std::vector<std::vector<int32_t>> prompts;  // validated token ids
+  tool_request tools;                         // chat: the output is parsed for calls when active
+  bool echo = false;                          // completions: the prompt opens the text
+  std::vector<std::string> prompt_texts;      // with echo, per prompt
 };
 
 class completion_job : public std::enable_shared_from_this<completion_job> {
@@ -51,10 +55,17 @@ class completion_job : public std::enable_shared_from_this<completion_job> {
   void feed(choice& c, const std::string& text);
   void release(choice& c, std::string text);
   void finish_choice(choice& c, const char* reason);
-  void fail(const std::string& message);
+  void fail(const std::string& message, int status = 0);  // 0: 400 when it names the prompt, else 500
+  void on_prompt_logprobs(choice& c, const token_event& ev);
+  void echo_prompt(choice& c);
+  void pass_text(choice& c, std::string text);
+  void take_tool_output(choice& c, tool_call_parser::output out);
+  bool end_tool_calls(choice& c);
+  void send_tool_call(choice& c, size_t k);
   void maybe_complete();
   boost::json::object chunk_base() const;
   boost::json::object choice_json(choice& c, std::string text, const char* reason, bool full);
+  boost::json::value message_content(const choice& c, std::string text) const;
   void send_roles();
   std::string full_response();
   boost::json::object usage() const;
@@ -65,8 +76,9 @@ class completion_job : public std::enable_shared_from_this<completion_job> {
   boost::asio::any_io_executor strand_;
   job_spec spec_;
   clock::time_point arrival_, first_token_{};
-  std::string id_;
+  std::string id_, fingerprint_;
   int64_t created_;
+  tool_format tool_format_ = tool_format::hermes;
   std::vector<std::unique_ptr<choice>> choices_;
   std::shared_ptr<job_registry> registry_;
   uint64_t registry_key_ = 0;
@@ -89,6 +101,18 @@ struct completion_job::choice {
   const char* reason = nullptr;       // set when the choice is done
   bool engine_done = false;
   bool sent_role = false;
+  // Tool calling (chat with tools): the parser between the released text and the answer,
+  // and the calls found so far (streaming: sent as they complete).
+  std::unique_ptr<tool_call_parser> tools;
+  struct call {
+    std::string id;
+    parsed_tool_call fn;
+  };
+  std::vector<call> calls;
+  // Echo (completions): each prompt position's logprob, position 0 unknown, and whether the
+  // prompt text has been put in front of the answer yet.
+  std::vector<logprob_entry> prompt_lps;
+  bool echoed = false;
 };
 
 }  // namespace tandem::http

@@ -12,6 +12,7 @@ boost::json::object completion_job::chunk_base() const {
   o["object"] = spec_.chat ? "chat.completion.chunk" : "text_completion";
   o["created"] = created_;
   o["model"] = ctx_.source->model_name();
+  o["system_fingerprint"] = fingerprint_;
   if (spec_.gen.include_usage) o["usage"] = nullptr;
   return o;
 }
@@ -25,7 +26,21 @@ boost::json::object completion_job::choice_json(choice& c, std::string text, con
     boost::json::object msg;
     if (full) {
       msg["role"] = "assistant";
-      msg["content"] = std::move(text);
+      msg["content"] = message_content(c, std::move(text));
+      if (!c.calls.empty()) {
+        boost::json::array calls;
+        for (const auto& call : c.calls) {
+          boost::json::object fn;
+          fn["name"] = call.fn.name;
+          fn["arguments"] = call.fn.arguments;
+          boost::json::object tc;
+          tc["id"] = call.id;
+          tc["type"] = "function";
+          tc["function"] = std::move(fn);
+          calls.push_back(std::move(tc));
+        }
+        msg["tool_calls"] = std::move(calls);
+      }
     } else {
       if (!c.sent_role) {
         msg["role"] = "assistant";
@@ -50,6 +65,12 @@ boost::json::object completion_job::choice_json(choice& c, std::string text, con
   return o;
 }
 
+// A message that called tools has content only when the model also wrote something.
+boost::json::value completion_job::message_content(const choice& c, std::string text) const {
+  if (!c.calls.empty() && text.find_first_not_of(" \t\r\n") == std::string::npos) return nullptr;
+  return boost::json::string(std::move(text));
+}
+
 boost::json::object completion_job::usage() const {
   int64_t prompt = 0, generated = 0;
   for (const auto& p : spec_.prompts) prompt += static_cast<int64_t>(p.size());
@@ -67,6 +88,7 @@ std::string completion_job::full_response() {
   o["object"] = spec_.chat ? "chat.completion" : "text_completion";
   o["created"] = created_;
   o["model"] = ctx_.source->model_name();
+  o["system_fingerprint"] = fingerprint_;
   boost::json::array arr;
   for (auto& c : choices_) arr.push_back(choice_json(*c, c->text, c->reason, true));
   o["choices"] = std::move(arr);

@@ -53,14 +53,23 @@ class completion_source {
   virtual int32_t vocab_size() const = 0;
   // Plain text → ids (special tokens parsed; BOS added when the model asks for it).
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
-  // The prompt of a conversation rendered with the chat template. Throws tandem::error
-  // (e.g. chat_template_error) when the template rejects the conversation.
-  virtual std::vector<int32_t> chat_tokens(std::span<const chat_message> messages) const = 0;
+  // The prompt of a conversation rendered with the chat template; tools_json (a JSON array,
+  // empty = none) is the template's `tools`. Throws tandem::error (e.g. chat_template_error)
+  // when the template rejects the conversation.
+  virtual std::vector<int32_t> chat_tokens(std::span<const chat_message> messages,
+                                           const std::string& tools_json) const = 0;
+  // The chat template's text (empty: none), for detecting its tool-call format.
+  virtual std::string chat_template_source() const { return {}; }
+  // True when the template puts `tools` into the prompt (probed once at load); otherwise
+  // the server writes the tools into the conversation itself (tool_prompt.hpp).
+  virtual bool template_renders_tools() const { return false; }
   // Text of ids; throws tandem::error for an id out of range.
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   // Raw bytes of one token (for logprobs' "token" and "bytes").
   virtual std::string token_bytes(int32_t id) const = 0;
-  virtual std::unique_ptr<text_decoder> decoder() const = 0;
+  // skip_special = false keeps special tokens in the text (tool-call markers are special
+  // tokens in some vocabularies, GLM's among them).
+  virtual std::unique_ptr<text_decoder> decoder(bool skip_special = true) const = 0;
 
   virtual uint64_t submit(generation_request r) = 0;
   virtual void cancel(uint64_t id) = 0;

@@ -112,12 +112,16 @@ void http_session::handle() {
   chunked_ = req.version() >= 11;
   method_ = std::string(req.method_string());
   target_ = std::string(req.target());
-  route_result r = router_.handle(method_, target_, req.body(), shared_from_this(), stream_.get_executor(), arrival_);
+  // Access (API key, CORS) is the router's (auth.hpp); the answer carries the CORS headers.
+  const request_meta meta{req[bhttp::field::authorization], req[bhttp::field::origin]};
+  extra_headers_ = cors_headers(ctx_.opt, meta.origin);
+  route_result r = router_.handle(method_, target_, req.body(), shared_from_this(), stream_.get_executor(), arrival_, meta);
   if (r.job) {
     job_ = std::move(r.job);
     if (!job_->answered()) watch_disconnect();
     return;
   }
+  if (!r.rep->headers.empty()) extra_headers_ = std::move(r.rep->headers);
   send(r.rep->status, std::move(r.rep->body), r.rep->content_type);
   log_plain(r.rep->status);
 }
@@ -127,6 +131,8 @@ void http_session::send(int status, std::string body, const std::string& content
   bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(status), parser_ ? parser_->get().version() : 11};
   res.set(bhttp::field::server, "tandem");
   res.set(bhttp::field::content_type, content_type);
+  for (const auto& [k, v] : extra_headers_) res.set(k, v);
+  extra_headers_.clear();
   res.keep_alive(keep_alive_);
   res.body() = std::move(body);
   res.prepare_payload();
@@ -142,6 +148,8 @@ void http_session::begin_stream() {
   std::string head = fmt::format(
       "HTTP/1.{} 200 OK\r\nServer: tandem\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n",
       chunked_ ? 1 : 0);
+  for (const auto& [k, v] : extra_headers_) head += fmt::format("{}: {}\r\n", k, v);
+  extra_headers_.clear();
   if (chunked_) head += "Transfer-Encoding: chunked\r\n";
   else keep_alive_ = false;  // HTTP/1.0: the end of the stream is the end of the connection
   head += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";

@@ -75,6 +75,7 @@ class http_session : public std::enable_shared_from_this<http_session>, public r
   std::shared_ptr<completion_job> job_;
   clock::time_point arrival_;
   std::string method_, target_;
+  header_list extra_headers_;  // for the next answer: CORS (auth.hpp)
   uint64_t watch_generation_ = 0;
   bool writing_ = false, keep_alive_ = true, chunked_ = true, gone_ = false, closed_ = false;
   bool over_limit_ = false;       // answer 503 to whatever arrives

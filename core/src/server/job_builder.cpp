@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "api_error.hpp"
+#include "tool_prompt.hpp"
 
 namespace tandem::http {
 namespace {
@@ -18,13 +19,14 @@ void check_ids(const completion_source& src, const std::vector<int32_t>& ids, co
       throw bad_request(fmt::format("token id {} is outside the vocabulary ({} tokens)", id, src.vocab_size()), param);
 }
 
-void check_length(const completion_source& src, const gen_params& g, size_t prompt_len) {
+// `prompt_param`: what the client sent the prompt as ("messages" or "prompt").
+void check_length(const completion_source& src, const gen_params& g, size_t prompt_len, const char* prompt_param) {
   const int64_t ctx = src.max_model_len();
   const auto p = static_cast<int64_t>(prompt_len);
-  if (p == 0) throw bad_request("the prompt is empty", "prompt");
+  if (p == 0) throw bad_request("the prompt is empty", prompt_param);
   if (p >= ctx)
     throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
-                                  "tokens, leaving no room for the completion.", ctx, p), "messages");
+                                  "tokens, leaving no room for the completion.", ctx, p), prompt_param);
   if (g.max_tokens && p + *g.max_tokens > ctx)
     throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
                                   "({} in the prompt, {} for the completion). Reduce the prompt or max_tokens.",
@@ -34,6 +36,10 @@ void check_length(const completion_source& src, const gen_params& g, size_t prom
 job_spec common(const completion_source& src, gen_params g) {
   check_model(src, g);
   check_ids(src, g.stop_token_ids, "stop_token_ids");
+  for (const token_bias& b : g.logit_bias)
+    if (b.token >= src.vocab_size())
+      throw bad_request(fmt::format("'logit_bias' holds token id {}, outside the vocabulary ({} tokens)", b.token,
+                                    src.vocab_size()), "logit_bias");
   job_spec s;
   s.gen = std::move(g);
   return s;
@@ -44,21 +50,29 @@ job_spec common(const completion_source& src, gen_params g) {
 job_spec build_chat_job(const completion_source& src, chat_request r) {
   job_spec s = common(src, std::move(r.gen));
   s.chat = true;
+  std::string tools_json = r.tools.tools_json;
+  if (r.tools.active() && !src.template_renders_tools()) {
+    r.messages = with_tools_in_prompt(std::move(r.messages), tools_json);
+    tools_json.clear();
+  }
+  s.tools = std::move(r.tools);
   try {
-    s.prompts.push_back(src.chat_tokens(r.messages));
+    s.prompts.push_back(src.chat_tokens(r.messages, tools_json));
   } catch (const error& e) {
     // The template rejected the conversation (e.g. roles out of order): the client's fault.
     throw bad_request(fmt::format("the chat template rejected the messages: {}", e.what()), "messages");
   }
-  check_length(src, s.gen, s.prompts.back().size());
+  check_length(src, s.gen, s.prompts.back().size(), "messages");
   return s;
 }
 
 job_spec build_completion_job(const completion_source& src, completion_request r) {
   job_spec s = common(src, std::move(r.gen));
   s.chat = false;
+  s.echo = r.echo;
   for (auto& p : r.prompts) {
     if (auto* text = std::get_if<std::string>(&p)) {
+      if (s.echo) s.prompt_texts.push_back(*text);
       try {
         s.prompts.push_back(src.encode(*text));
       } catch (const error& e) {
@@ -67,9 +81,10 @@ job_spec build_completion_job(const completion_source& src, completion_request r
     } else {
       auto& ids = std::get<std::vector<int32_t>>(p);
       check_ids(src, ids, "prompt");
+      if (s.echo) s.prompt_texts.push_back(src.decode(ids));
       s.prompts.push_back(std::move(ids));
     }
-    check_length(src, s.gen, s.prompts.back().size());
+    check_length(src, s.gen, s.prompts.back().size(), "prompt");
   }
   return s;
 }

@@ -1,7 +1,9 @@
 #pragma once
 // job_builder: a parsed request checked against the served model — the model name, the
 // prompt tokens (chat template applied), token ids in the vocabulary, and prompt plus
-// max_tokens within the context. Throws api_error (400, or 404 for an unknown model).
+// max_tokens within the context, logit_bias ids in the vocabulary; tools rendered by the
+// template or, when it has no place for them, written into the conversation
+// (tool_prompt.hpp). Throws api_error (400, or 404 for an unknown model).
 #include "completion_job.hpp"
 #include "request.hpp"
 

@@ -69,10 +69,15 @@ boost::json::value completion_logprobs(std::span<const logprob_entry> entries, c
   for (const auto& e : entries) {
     const std::string text = valid_utf8(src.token_bytes(e.token));
     tokens.emplace_back(text);
-    lps.emplace_back(e.logprob);
-    boost::json::object alt;
-    for (const auto& [id, lp] : e.top) alt[valid_utf8(src.token_bytes(id))] = lp;
-    tops.emplace_back(std::move(alt));
+    if (!e.known) {
+      lps.emplace_back(nullptr);
+      tops.emplace_back(nullptr);
+    } else {
+      lps.emplace_back(e.logprob);
+      boost::json::object alt;
+      for (const auto& [id, lp] : e.top) alt[valid_utf8(src.token_bytes(id))] = lp;
+      tops.emplace_back(std::move(alt));
+    }
     offsets.emplace_back(text_offset);
     text_offset += text.size();
   }

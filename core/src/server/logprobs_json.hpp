@@ -20,6 +20,7 @@ struct logprob_entry {
   int32_t token = -1;
   float logprob = 0;
   std::vector<std::pair<int32_t, float>> top;  // best first
+  bool known = true;  // false: no logprob (a prompt's first token), written as null
 };
 
 boost::json::value chat_logprobs(std::span<const logprob_entry> entries, const completion_source& src);

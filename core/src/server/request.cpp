@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <span>
+
 #include "api_error.hpp"
 #include "json_fields.hpp"
 
@@ -9,6 +12,73 @@ namespace tandem::http {
 namespace {
 
 constexpr int64_t token_id_max = INT32_MAX;
+
+// The fields each endpoint reads. Anything else is refused by name, so a client never
+// believes a setting took effect when it did not.
+constexpr std::string_view common_fields[] = {
+    "model", "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty", "stop",
+    "stop_token_ids", "stream", "stream_options", "n", "ignore_eos", "user", "max_tokens", "logit_bias", "logprobs",
+};
+constexpr std::string_view chat_fields[] = {
+    "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+    "response_format", "store",
+};
+constexpr std::string_view completion_fields[] = {"prompt", "echo"};
+
+void reject_unknown(const boost::json::value& body, std::span<const std::string_view> own) {
+  const auto* obj = body.if_object();
+  if (!obj) return;  // json_fields reports it
+  for (const auto& [k, v] : *obj) {
+    const std::string_view key = k;
+    auto known = [&](std::span<const std::string_view> list) { return std::find(list.begin(), list.end(), key) != list.end(); };
+    if (!known(common_fields) && !known(own))
+      throw bad_request(fmt::format("'{}' is not supported by this server", key), std::string(key));
+  }
+}
+
+// OpenAI: a map from token id (as a string) to a bias in [-100, 100].
+std::vector<token_bias> parse_logit_bias(const json_fields& f) {
+  const auto* v = f.find("logit_bias");
+  if (!v) return {};
+  const auto* obj = v->if_object();
+  if (!obj) throw bad_request("'logit_bias' must be an object mapping token ids to biases", "logit_bias");
+  std::vector<token_bias> out;
+  for (const auto& [k, b] : *obj) {
+    const std::string key(k);
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != key.size() || key.empty() || !std::isdigit(static_cast<unsigned char>(key[0])) || id > token_id_max)
+      throw bad_request(fmt::format("'logit_bias' keys must be token ids; got '{}'", key), "logit_bias");
+    if (!b.is_number() || b.is_bool())
+      throw bad_request(fmt::format("'logit_bias[{}]' must be a number", key), "logit_bias");
+    const double bias = b.to_number<double>();
+    if (!(bias >= -max_logit_bias && bias <= max_logit_bias))
+      throw bad_request(fmt::format("'logit_bias[{}]' must be between -100 and 100, got {}", key, bias), "logit_bias");
+    out.push_back({static_cast<int32_t>(id), static_cast<float>(bias)});
+  }
+  return out;
+}
+
+// Structured output needs grammar-constrained decoding, which is not built yet: asking for
+// it is refused rather than answered with unconstrained text.
+void check_response_format(const json_fields& f) {
+  const auto* v = f.find("response_format");
+  if (!v) return;
+  json_fields rf(*v, "response_format");
+  const auto type = rf.string("type");
+  if (!type) throw bad_request("'response_format.type' is required", "response_format.type");
+  if (*type == "text") return;
+  if (*type == "json_object" || *type == "json_schema")
+    throw bad_request(fmt::format("'response_format' type '{}' is not supported yet: this server has no "
+                                  "grammar-constrained decoding", *type), "response_format");
+  throw bad_request(fmt::format("'response_format.type' must be text, json_object or json_schema; got '{}'", *type),
+                    "response_format.type");
+}
 
 void parse_sampling(const json_fields& f, gen_params& g) {
   if (auto v = f.number("temperature", 0, 2)) g.sampling.temperature = static_cast<float>(*v);
@@ -25,6 +95,8 @@ void parse_sampling(const json_fields& f, gen_params& g) {
   }
   if (auto v = f.number("presence_penalty", -2, 2)) g.presence_penalty = static_cast<float>(*v);
   if (auto v = f.number("frequency_penalty", -2, 2)) g.frequency_penalty = static_cast<float>(*v);
+  // tandem's extension: false turns speculative decoding off for this request.
+  if (auto v = f.boolean("speculative")) g.sampling.speculative = *v;
 }
 
 void parse_stream(const json_fields& f, gen_params& g) {
@@ -46,7 +118,8 @@ void parse_stop(const json_fields& f, gen_params& g) {
   if (auto v = f.int_list("stop_token_ids", 0, token_id_max)) g.stop_token_ids = std::move(*v);
 }
 
-gen_params parse_common(const json_fields& f) {
+// min_max_tokens: 0 where a request may generate nothing (completions with echo).
+gen_params parse_common(const json_fields& f, int64_t min_max_tokens = 1) {
   gen_params g;
   g.model = f.string("model").value_or("");
   parse_sampling(f, g);
@@ -55,8 +128,9 @@ gen_params parse_common(const json_fields& f) {
   g.n = static_cast<int>(f.integer("n", 1, max_n).value_or(1));
   g.ignore_eos = f.boolean("ignore_eos").value_or(false);
   g.user = f.string("user").value_or("");
+  g.logit_bias = parse_logit_bias(f);
   // max_completion_tokens is the current chat field and wins over max_tokens (as in vLLM).
-  g.max_tokens = f.integer("max_tokens", 1, INT32_MAX);
+  g.max_tokens = f.integer("max_tokens", min_max_tokens, INT32_MAX);
   if (auto v = f.integer("max_completion_tokens", 1, INT32_MAX)) g.max_tokens = v;
   return g;
 }
@@ -99,6 +173,11 @@ std::vector<chat_message> parse_messages(const json_fields& f) {
     chat_message msg{*role, message_content(m), m.string("name").value_or(""), m.string("tool_call_id").value_or("")};
     if (msg.role != "assistant" && !m.find("content"))
       throw bad_request(fmt::format("'{}' is required", m.param("content")), m.param("content"));
+    if (m.find("tool_calls") && msg.role != "assistant")
+      throw bad_request(fmt::format("'{}' is only allowed on assistant messages", m.param("tool_calls")), m.param("tool_calls"));
+    msg.tool_calls_json = parse_history_tool_calls(m);
+    if (msg.role == "tool" && msg.tool_call_id.empty())
+      throw bad_request(fmt::format("'{}' is required on tool messages", m.param("tool_call_id")), m.param("tool_call_id"));
     out.push_back(std::move(msg));
   }
   return out;
@@ -144,9 +223,14 @@ boost::json::value parse_json_body(std::string_view body) {
 
 chat_request parse_chat_request(const boost::json::value& body) {
   json_fields f(body, "");
+  reject_unknown(body, chat_fields);
   chat_request r;
   r.messages = parse_messages(f);
   r.gen = parse_common(f);
+  r.tools = parse_tools(f);
+  check_response_format(f);
+  if (f.boolean("store").value_or(false))
+    throw bad_request("'store' true is not supported: this server keeps no completions", "store");
   if (f.boolean("logprobs").value_or(false)) r.gen.logprobs = 0;
   if (auto k = f.integer("top_logprobs", 0, max_top_logprobs)) {
     if (r.gen.logprobs < 0) throw bad_request("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
@@ -157,12 +241,15 @@ chat_request parse_chat_request(const boost::json::value& body) {
 
 completion_request parse_completion_request(const boost::json::value& body) {
   json_fields f(body, "");
+  reject_unknown(body, completion_fields);
   completion_request r;
   r.prompts = parse_prompts(f);
-  r.gen = parse_common(f);
+  r.echo = f.boolean("echo").value_or(false);
+  r.gen = parse_common(f, r.echo ? 0 : 1);
   if (auto k = f.integer("logprobs", 0, max_top_logprobs)) r.gen.logprobs = static_cast<int32_t>(*k);
-  if (f.boolean("echo").value_or(false)) throw bad_request("'echo' is not supported", "echo");
-  if (f.find("suffix")) throw bad_request("'suffix' is not supported", "suffix");
+  if (!r.gen.max_tokens) r.gen.max_tokens = completions_default_max_tokens;
+  if (*r.gen.max_tokens == 0 && r.gen.stream)
+    throw bad_request("'max_tokens' 0 (echo only) cannot be streamed", "max_tokens");
   return r;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Typed API requests, parsed and validated from JSON (OpenAI field names and ranges, plus
-// vLLM's extensions top_k, min_p, stop_token_ids, ignore_eos).
+// vLLM's extensions top_k, min_p, stop_token_ids, ignore_eos). A field outside an
+// endpoint's known set is a 400 naming it: nothing a client sends is silently ignored.
 #include <boost/json.hpp>
 #include <cstdint>
 #include <optional>
@@ -11,16 +12,18 @@
 
 #include "tandem/chat_template.hpp"
 #include "tandem/sampling_params.hpp"
+#include "tools.hpp"
 
 namespace tandem::http {
 
 inline constexpr int max_top_logprobs = 20;  // vLLM's default max_logprobs
 inline constexpr int max_n = 16;
+inline constexpr int64_t completions_default_max_tokens = 16;  // OpenAI's and vLLM's default
 
 // What every generation request shares.
 struct gen_params {
   std::string model;                 // empty = the served model
-  std::optional<int64_t> max_tokens; // absent = up to the context
+  std::optional<int64_t> max_tokens; // absent = up to the context (chat); 0 only with echo
   sampling_params sampling;
   bool has_seed = false;
   std::vector<std::string> stop;
@@ -32,11 +35,13 @@ struct gen_params {
   float presence_penalty = 0, frequency_penalty = 0;
   bool ignore_eos = false;
   std::string user;
+  std::vector<token_bias> logit_bias;  // ids checked against the vocabulary by job_builder
 };
 
 struct chat_request {
   gen_params gen;
   std::vector<chat_message> messages;
+  tool_request tools;
 };
 
 using prompt_input = std::variant<std::string, std::vector<int32_t>>;
@@ -44,6 +49,7 @@ using prompt_input = std::variant<std::string, std::vector<int32_t>>;
 struct completion_request {
   gen_params gen;
   std::vector<prompt_input> prompts;  // one choice set per prompt
+  bool echo = false;                  // the prompt opens each choice's text (and logprobs)
 };
 
 struct tokenize_request {

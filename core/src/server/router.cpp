@@ -42,8 +42,13 @@ void router::require_ready() const {
 
 route_result router::handle(std::string_view method, std::string_view target, std::string_view body,
                             const std::shared_ptr<response_sink>& sink, const boost::asio::any_io_executor& strand,
-                            clock::time_point arrival) {
+                            clock::time_point arrival, const request_meta& meta) {
   const std::string_view path = target.substr(0, target.find('?'));
+  if (auto denied = check_access(ctx_.opt, method, path, meta)) {
+    reply r{denied->status, std::move(denied->body)};
+    r.headers = std::move(denied->headers);
+    return {std::move(r), nullptr};
+  }
   const route_entry* hit = nullptr;
   for (const auto& r : routes)
     if (r.path == path) hit = &r;
@@ -118,7 +123,7 @@ reply router::tokenize(std::string_view body) const {
   const tokenize_request r = parse_tokenize_request(parse_json_body(body));
   std::vector<int32_t> ids;
   try {
-    ids = r.prompt ? ctx_.source->encode(*r.prompt) : ctx_.source->chat_tokens(r.messages);
+    ids = r.prompt ? ctx_.source->encode(*r.prompt) : ctx_.source->chat_tokens(r.messages, {});
   } catch (const api_error&) {
     throw;
   } catch (const error& e) {

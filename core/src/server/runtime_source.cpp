@@ -6,6 +6,7 @@
 
 #include "completion_source.hpp"
 #include "tandem/logger.hpp"
+#include "tandem/error.hpp"
 #include "tandem/runtime.hpp"
 #include "tandem/stream_decoder.hpp"
 
@@ -14,7 +15,7 @@ namespace {
 
 class runtime_decoder final : public text_decoder {
  public:
-  explicit runtime_decoder(const tokenizer& tok) : dec_(tok, /*skip_special=*/true) {}
+  runtime_decoder(const tokenizer& tok, bool skip_special) : dec_(tok, skip_special) {}
   std::string push(int32_t id) override { return dec_.push(id); }
   std::string flush() override { return dec_.flush(); }
 
@@ -24,7 +25,9 @@ class runtime_decoder final : public text_decoder {
 
 class runtime_source final : public completion_source {
  public:
-  runtime_source(std::string pipeline, runtime_options opt) {
+  runtime_source(std::string pipeline, runtime_options opt, source_options so) : so_(std::move(so)) {
+    // A replacement template is parsed here, so a broken one fails before anything loads.
+    if (!so_.chat_template.empty()) template_override_ = std::make_unique<chat_template>(so_.chat_template);
     loader_ = std::thread([this, p = std::move(pipeline), o = std::move(opt)] { load(p, o); });
   }
   ~runtime_source() override { shutdown(); }
@@ -36,7 +39,9 @@ class runtime_source final : public completion_source {
   }
   std::vector<std::string> summary() const override { return rt_ ? rt_->summary() : std::vector<std::string>{}; }
 
-  const std::string& model_name() const override { return rt_->model_name(); }
+  const std::string& model_name() const override {
+    return so_.served_model_name.empty() ? rt_->model_name() : so_.served_model_name;
+  }
   int64_t max_model_len() const override { return rt_->max_model_len(); }
   int64_t kv_pool_tokens() const override { return rt_->kv_pool_tokens(); }
   int32_t vocab_size() const override { return rt_->tok().vocab_size(); }
@@ -47,12 +52,25 @@ class runtime_source final : public completion_source {
     ids.insert(ids.end(), body.begin(), body.end());
     return ids;
   }
-  std::vector<int32_t> chat_tokens(std::span<const chat_message> messages) const override {
-    return rt_->tokens_for_chat(messages);
+  std::vector<int32_t> chat_tokens(std::span<const chat_message> messages, const std::string& tools_json) const override {
+    chat_render_options o = render_options();
+    o.tools_json = tools_json;
+    std::vector<int32_t> ids;
+    if (rt_->tok().add_bos() && rt_->tok().bos() >= 0) ids.push_back(rt_->tok().bos());
+    const std::vector<int32_t> body = rt_->tok().encode(chat().render(messages, o));
+    ids.insert(ids.end(), body.begin(), body.end());
+    return ids;
   }
+  std::string chat_template_source() const override {
+    const chat_template* t = template_override_ ? template_override_.get() : rt_->chat();
+    return t ? t->source() : std::string();
+  }
+  bool template_renders_tools() const override { return renders_tools_; }
   std::string decode(std::span<const int32_t> ids) const override { return rt_->tok().decode(ids); }
   std::string token_bytes(int32_t id) const override { return rt_->tok().token_bytes(id); }
-  std::unique_ptr<text_decoder> decoder() const override { return std::make_unique<runtime_decoder>(rt_->tok()); }
+  std::unique_ptr<text_decoder> decoder(bool skip_special) const override {
+    return std::make_unique<runtime_decoder>(rt_->tok(), skip_special);
+  }
 
   uint64_t submit(generation_request r) override { return rt_->eng().submit(std::move(r)); }
   void cancel(uint64_t id) override { rt_->eng().cancel(id); }
@@ -88,6 +106,7 @@ class runtime_source final : public completion_source {
       return;
     }
     if (stopping_) return;
+    renders_tools_ = probe_tools();
     engine_thread_ = std::thread([this] { run_engine(); });
     state_ = source_state::ready;
   }
@@ -121,6 +140,35 @@ class runtime_source final : public completion_source {
     stats_.pages_evicted = s.pages_evicted;
   }
 
+  const chat_template& chat() const {
+    if (template_override_) return *template_override_;
+    if (!rt_->chat()) throw model_error(rt_->model_name(), "the model has no chat template");
+    return *rt_->chat();
+  }
+
+  chat_render_options render_options() const {
+    chat_render_options o;
+    const tokenizer& t = rt_->tok();
+    if (t.bos() >= 0) o.bos_token = t.token_bytes(t.bos());
+    if (t.eos() >= 0) o.eos_token = t.token_bytes(t.eos());
+    return o;
+  }
+
+  // Whether the template puts `tools` into the prompt: render a one-message conversation
+  // with a tool of an unlikely name and look for it (llama.cpp detects support the same way).
+  bool probe_tools() const {
+    constexpr const char* name = "tandem_probe_function_7f3a";
+    chat_render_options o = render_options();
+    o.tools_json = std::string(R"([{"type":"function","function":{"name":")") + name +
+                   R"(","description":"probe","parameters":{"type":"object","properties":{}}}}])";
+    const chat_message user{"user", "hello"};
+    try {
+      return chat().render(std::span(&user, 1), o).find(name) != std::string::npos;
+    } catch (const std::exception&) {
+      return false;  // no template, or one that rejects the probe: the server writes the tools
+    }
+  }
+
   void die(std::string why) {
     default_logger().error(why);
     {
@@ -130,6 +178,9 @@ class runtime_source final : public completion_source {
     state_ = source_state::dead;
   }
 
+  source_options so_;
+  std::unique_ptr<chat_template> template_override_;
+  bool renders_tools_ = false;  // set before the source is ready
   std::unique_ptr<runtime> rt_;
   std::atomic<source_state> state_{source_state::loading};
   std::atomic<bool> stopping_{false};
@@ -141,8 +192,8 @@ class runtime_source final : public completion_source {
 
 }  // namespace
 
-std::shared_ptr<completion_source> make_runtime_source(std::string pipeline, runtime_options opt) {
-  return std::make_shared<runtime_source>(std::move(pipeline), std::move(opt));
+std::shared_ptr<completion_source> make_runtime_source(std::string pipeline, runtime_options opt, source_options so) {
+  return std::make_shared<runtime_source>(std::move(pipeline), std::move(opt), std::move(so));
 }
 
 }  // namespace tandem

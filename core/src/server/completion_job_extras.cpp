@@ -1,0 +1,123 @@
+// What a completion_job does beyond plain text: tool calls parsed out of a chat answer
+// (tool_parser.hpp) and the echoed prompt of a completion with its logprobs.
+#include <fmt/format.h>
+
+#include <random>
+
+#include "completion_job.hpp"
+#include "sse.hpp"
+
+namespace tandem::http {
+namespace {
+
+std::string call_id() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("call_{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
+}
+
+bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
+
+}  // namespace
+
+void completion_job::on_prompt_logprobs(choice& c, const token_event& ev) {
+  for (const prompt_token_logprob& p : ev.prompt_logprobs) {
+    if (p.position <= 0 || static_cast<size_t>(p.position) >= c.prompt_lps.size()) continue;
+    logprob_entry& e = c.prompt_lps[static_cast<size_t>(p.position)];
+    e.logprob = p.logprob;
+    e.top = p.top;
+    if (e.top.size() > static_cast<size_t>(spec_.gen.logprobs)) e.top.resize(static_cast<size_t>(spec_.gen.logprobs));
+  }
+}
+
+// The prompt goes in front of the answer once, before its first generated token (the
+// engine reports every prompt row before it samples). Its text is the prompt as sent.
+void completion_job::echo_prompt(choice& c) {
+  if (!spec_.echo || c.echoed) return;
+  c.echoed = true;
+  c.lps.insert(c.lps.begin(), c.prompt_lps.begin(), c.prompt_lps.end());
+  release(c, spec_.prompt_texts[c.prompt]);
+}
+
+// Released text goes to the answer, through the tool-call parser when there is one.
+void completion_job::pass_text(choice& c, std::string text) {
+  if (!c.tools) {
+    release(c, std::move(text));
+    return;
+  }
+  if (text.empty() && c.lps.empty()) return;
+  take_tool_output(c, c.tools->push(text));
+}
+
+void completion_job::take_tool_output(choice& c, tool_call_parser::output out) {
+  if (!out.content.empty() || !c.lps.empty()) {
+    // Whitespace around calls is layout, not an answer.
+    if (!c.calls.empty() && blank(out.content)) out.content.clear();
+    release(c, std::move(out.content));
+  }
+  for (auto& fn : out.calls) {
+    if (!spec_.tools.parallel && !c.calls.empty()) break;  // only the first call is kept (below)
+    c.calls.push_back({call_id(), std::move(fn)});
+    if (spec_.gen.stream && !answered_) send_tool_call(c, c.calls.size() - 1);
+  }
+  if (!out.error.empty()) {
+    fail("the model produced a malformed tool call (" + out.error + ")", 500);
+    return;
+  }
+  // parallel_tool_calls false: the answer is one call, so generation ends with it.
+  if (!spec_.tools.parallel && !c.calls.empty() && !c.reason) {
+    finish_choice(c, "tool_calls");
+    if (!c.engine_done) ctx_.source->cancel(c.engine_id);
+  }
+}
+
+// The end of a choice's text: what the parser held back, and the checks that need the
+// whole answer. False when the job failed.
+bool completion_job::end_tool_calls(choice& c) {
+  if (!c.tools) return true;
+  take_tool_output(c, c.tools->finish());
+  if (answered_) return false;
+  if (spec_.tools.call_required() && c.calls.empty()) {
+    fail(fmt::format("tool_choice asked for {} but the model answered without a tool call (this server cannot "
+                     "constrain the output yet)", spec_.tools.choice == tool_choice_kind::named
+                                                      ? "'" + spec_.tools.forced + "'" : std::string("a call")),
+         500);
+    return false;
+  }
+  return true;
+}
+
+// OpenAI's streaming shape: the first fragment of call k carries its index, id, type and
+// name with empty arguments; the next carries the arguments.
+void completion_job::send_tool_call(choice& c, size_t k) {
+  const choice::call& call = c.calls[k];
+  for (int part = 0; part < 2; ++part) {
+    boost::json::object fn;
+    boost::json::object tc;
+    tc["index"] = k;
+    if (part == 0) {
+      tc["id"] = call.id;
+      tc["type"] = "function";
+      fn["name"] = call.fn.name;
+      fn["arguments"] = "";
+    } else {
+      fn["arguments"] = call.fn.arguments;
+    }
+    tc["function"] = std::move(fn);
+    boost::json::object delta;
+    if (!c.sent_role) {
+      delta["role"] = "assistant";
+      c.sent_role = true;
+    }
+    delta["tool_calls"] = boost::json::array{std::move(tc)};
+    boost::json::object ch;
+    ch["index"] = c.index;
+    ch["delta"] = std::move(delta);
+    ch["logprobs"] = nullptr;
+    ch["finish_reason"] = nullptr;
+    boost::json::object chunk = chunk_base();
+    chunk["choices"] = boost::json::array{std::move(ch)};
+    sink_->stream(sse_event(boost::json::serialize(chunk)));
+  }
+}
+
+}  // namespace tandem::http
