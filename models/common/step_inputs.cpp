@@ -19,6 +19,9 @@ step_inputs make_step_inputs(const step_plan& plan, int page, int64_t vocab, boo
     const int64_t end = s.start_pos + static_cast<int64_t>(s.tokens.size());
     if (s.tokens.empty() || s.start_pos < 0 || end > static_cast<int64_t>(s.pages.size()) * page)
       throw request_error(s.request_id, "step plan: tokens do not fit the sequence's pages");
+    if (s.sample && (s.logit_rows < 1 || s.logit_rows > static_cast<int64_t>(s.tokens.size())))
+      throw request_error(s.request_id, "step plan: " + std::to_string(s.logit_rows) + " logits rows for " +
+                                            std::to_string(s.tokens.size()) + " tokens");
     for (size_t t = 0; t < s.tokens.size(); ++t) {
       const int64_t p = s.start_pos + static_cast<int64_t>(t);
       if (s.tokens[t] < 0 || s.tokens[t] >= vocab)
@@ -28,7 +31,8 @@ step_inputs make_step_inputs(const step_plan& plan, int page, int64_t vocab, boo
       in.pos.push_back(static_cast<int32_t>(p));
       in.slots.push_back(s.pages[p / page] * page + static_cast<int32_t>(p % page));
     }
-    if (s.sample && !all_logits) in.rows.push_back(static_cast<int32_t>(in.ids.size() - 1));
+    if (s.sample && !all_logits)  // the last logit_rows tokens (a verified draft's rows)
+      for (int32_t r = s.logit_rows; r >= 1; --r) in.rows.push_back(static_cast<int32_t>(in.ids.size()) - r);
     in.qstart.push_back(static_cast<int32_t>(in.ids.size()));
     in.lens.push_back(static_cast<int32_t>(end));
     std::copy(s.pages.begin(), s.pages.end(), in.table.begin() + i * in.max_pages);

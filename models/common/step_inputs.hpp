@@ -16,8 +16,8 @@ struct step_inputs {
 };
 
 // request_error when a sequence's tokens do not fit its pages or a token id is outside
-// [0, vocab). rows: every token's when all_logits, else the last token of each sequence
-// with `sample` set. The table has room for max(plan's sequences, table_seqs) rows and at
+// [0, vocab). rows: every token's when all_logits, else the last logit_rows tokens of each
+// sequence with `sample` set. The table has room for max(plan's sequences, table_seqs) rows and at
 // least min_pages columns (padding rows a caller appends fill the rest).
 step_inputs make_step_inputs(const step_plan& plan, int page_size, int64_t vocab, bool all_logits,
                              int64_t min_pages = 1, int64_t table_seqs = 0);

@@ -23,6 +23,7 @@ namespace tandem {
 class transport;
 class model;
 class kv_pool;
+class drafter;
 
 enum class finish_reason : uint8_t { none, stop, length, cancelled, error };
 std::string_view name(finish_reason r);
@@ -77,6 +78,12 @@ struct engine_stats {
   uint64_t capped_steps = 0;      // steps in which the scheduler capped a prefill chunk
   uint64_t pages_evicted = 0;     // cached pages reused for other content
   uint64_t cache_resets = 0;
+  // Speculative decoding, with vLLM's meanings: drafts = sequences verified with at least
+  // one draft token; accepted_per_pos[i] = drafts whose token i was accepted.
+  uint64_t spec_drafts = 0;
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
+  std::vector<uint64_t> spec_accepted_per_pos;
   size_t running = 0, waiting = 0;
   int64_t kv_pages_used = 0, kv_pages_cached = 0, kv_pages_total = 0;
 };
@@ -106,6 +113,9 @@ class engine {
     int64_t kv_pages = 0;
     int page_size = 16;
     prefix_cache_settings cache;
+    // Speculative decoding: null = off. Each step, running decode sequences get up to
+    // drafter->limits().max_draft draft tokens, verified in the same forward pass.
+    tandem::drafter* drafter = nullptr;
   };
   explicit engine(parts p);
   ~engine();

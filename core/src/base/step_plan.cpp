@@ -9,7 +9,7 @@ namespace tandem {
 namespace {
 
 constexpr uint32_t plan_magic = 0x4e4c5054;  // "TPLN"
-constexpr uint32_t plan_version = 1;
+constexpr uint32_t plan_version = 2;  // 2: step_seq::logit_rows
 
 class writer {
  public:
@@ -71,6 +71,7 @@ std::vector<uint8_t> encode(const step_plan& plan) {
     w.put_vec(s.tokens);
     w.put_vec(s.pages);
     w.put<uint8_t>(s.sample ? 1 : 0);
+    w.put(s.logit_rows);
     w.put(s.sampling);
   }
   return w.take();
@@ -92,6 +93,7 @@ step_plan decode_step_plan(std::span<const uint8_t> bytes) {
     s.tokens = r.get_vec<int32_t>();
     s.pages = r.get_vec<int32_t>();
     s.sample = r.get<uint8_t>() != 0;
+    s.logit_rows = r.get<int32_t>();
     s.sampling = r.get<sampling_params>();
   }
   if (!r.done()) reader::fail("trailing bytes");

@@ -54,6 +54,8 @@ struct engine::impl {
   engine_stats st;
   uint64_t step_no = 0;
   bool stalled = false;          // the last step ran nothing and released pins
+  double spec_logged_s = 0;      // when log_speculation last wrote its line
+  engine_stats spec_logged;      // the speculation counters it wrote then
 
   explicit impl(parts parts_);
 
@@ -80,6 +82,24 @@ struct engine::impl {
   void run(std::vector<sequence*>& scheduled, const std::vector<int64_t>& counts);
   void retire(sequence& s);
   bool is_stop(const sequence& s, int32_t tok) const;
+
+  // speculation.cpp
+  // What verification left of one sampled sequence's logits rows: the tokens to emit (the
+  // accepted draft prefix, then the target's own token), each with its event's logprobs.
+  struct verdict {
+    std::vector<int32_t> tokens;
+    std::vector<token_event> events;  // parallel to tokens
+    int proposed = 0, accepted = 0;
+  };
+  std::vector<std::vector<int32_t>> propose_drafts(const std::vector<sequence*>& scheduled,
+                                                   const std::vector<int64_t>& counts);
+  std::vector<verdict> verify(const std::vector<sequence*>& samplers,
+                              const std::vector<const std::vector<int32_t>*>& drafts,
+                              const std::vector<sampling_params>& params, const std::vector<int32_t>& ids);
+  void keep_accepted(sequence& s, int64_t accepted_kept);
+  void note_verdict(const sequence& s, const verdict& v);
+  void release_draft_state(const sequence& s);
+  void log_speculation();
 
   // prompt_logprobs.cpp
   bool computes_prompt_rows(const std::vector<sequence*>& scheduled) const;

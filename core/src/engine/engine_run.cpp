@@ -24,27 +24,41 @@ void engine::impl::retire(sequence& s) {
   double until = 0;
   if (p.cache.retention == retention_policy::session && !s.req.session.empty()) until = now() + p.cache.retention_s;
   cache.release(s.kv, until);
+  release_draft_state(s);
   s.done = true;
 }
 
 void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int64_t>& counts) {
   step_plan plan;
   plan.step = ++step_no;
-  std::vector<sampling_params> params;
+  // A step that brings every row's logits to the host for prompt logprobs drafts nothing
+  // (its rows are one per sampled sequence).
+  const bool prompt_rows = computes_prompt_rows(scheduled);  // prompt_logprobs.cpp
+  const std::vector<std::vector<int32_t>> drafts =
+      prompt_rows ? std::vector<std::vector<int32_t>>(scheduled.size()) : propose_drafts(scheduled, counts);
+  std::vector<sampling_params> params;  // one per logits row, in row order
   std::vector<sequence*> samplers;
+  std::vector<const std::vector<int32_t>*> sampler_drafts;
   for (size_t i = 0; i < scheduled.size(); ++i) {
     sequence& s = *scheduled[i];
     step_seq q;
     q.request_id = s.id;
     q.start_pos = s.computed;
     q.tokens.assign(s.tokens.begin() + s.computed, s.tokens.begin() + s.computed + counts[i]);
+    q.tokens.insert(q.tokens.end(), drafts[i].begin(), drafts[i].end());
     q.pages = s.kv.pages;
     q.sample = s.computed + counts[i] == static_cast<int64_t>(s.tokens.size());
     q.sampling = s.req.sampling;
     q.sampling.step = static_cast<uint64_t>(s.generated);
     if (q.sample) {
-      params.push_back(q.sampling);
+      // Row r is sampled as generated token number `generated + r` would be (speculation.cpp).
+      q.logit_rows = 1 + static_cast<int32_t>(drafts[i].size());
+      for (int32_t r = 0; r < q.logit_rows; ++r) {
+        params.push_back(q.sampling);
+        params.back().step += static_cast<uint64_t>(r);
+      }
       samplers.push_back(&s);
+      sampler_drafts.push_back(&drafts[i]);
     }
     plan.seqs.push_back(std::move(q));
   }
@@ -52,21 +66,14 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
     std::vector<uint8_t> bytes = encode(plan);
     p.comm->broadcast(bytes, 0);
   }
-  const bool prompt_rows = computes_prompt_rows(scheduled);  // every row's logits (prompt_logprobs.cpp)
-  p.model->forward(plan, forward_options{.all_logits = prompt_rows, .hidden_layers = {}});
-  std::vector<token_event> events(samplers.size());
-  std::vector<int32_t> ids = prompt_rows ? sample_all_rows(scheduled, counts, params, events) : p.model->sample(params);
-  if (!prompt_rows && std::any_of(samplers.begin(), samplers.end(), [](sequence* s) { return needs_host_logits(s->req); })) {
-    const std::vector<float> logits = p.model->logits_to_host();
-    const int vocab = static_cast<int>(p.model->info().vocab);
-    for (size_t j = 0; j < samplers.size(); ++j) {
-      const sequence& s = *samplers[j];
-      if (!needs_host_logits(s.req)) continue;
-      const float* row = logits.data() + j * static_cast<size_t>(vocab);
-      std::span<const int32_t> out(s.tokens.data() + s.prompt_len, s.tokens.size() - s.prompt_len);
-      if (has_penalties(s.req)) ids[j] = sample_with_penalties(row, vocab, s.req, params[j], out);
-      if (s.req.logprobs >= 0) fill_logprobs(row, vocab, ids[j], s.req.logprobs, events[j]);
-    }
+  p.model->forward(plan, forward_options{.all_logits = prompt_rows});
+  std::vector<verdict> verdicts;
+  if (prompt_rows) {
+    std::vector<token_event> events(samplers.size());
+    const std::vector<int32_t> ids = sample_all_rows(scheduled, counts, params, events);
+    for (size_t j = 0; j < samplers.size(); ++j) verdicts.push_back({{ids[j]}, {std::move(events[j])}, 0, 0});
+  } else {
+    verdicts = verify(samplers, sampler_drafts, params, p.model->sample(params));
   }
 
   for (size_t i = 0; i < scheduled.size(); ++i) {
@@ -77,20 +84,29 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
   }
   for (size_t j = 0; j < samplers.size(); ++j) {
     sequence& s = *samplers[j];
-    const int32_t tok = ids[j];
-    s.tokens.push_back(tok);
-    ++s.generated;
-    ++st.generated_tokens;
+    verdict& v = verdicts[j];
     finish_reason why = finish_reason::none;
-    if (is_stop(s, tok)) why = finish_reason::stop;
-    else if (s.generated >= s.req.max_new_tokens ||
-             static_cast<int64_t>(s.tokens.size()) >= p.max_model_len) why = finish_reason::length;
-    events[j].request_id = s.id;
-    events[j].token = tok;
-    events[j].finished = why;
-    emit(s, std::move(events[j]));
+    size_t emitted = 0;
+    // An end inside an accepted run ends the sequence at that token; the rest is dropped.
+    while (emitted < v.tokens.size() && why == finish_reason::none) {
+      const int32_t tok = v.tokens[emitted];
+      s.tokens.push_back(tok);
+      ++s.generated;
+      ++st.generated_tokens;
+      if (is_stop(s, tok)) why = finish_reason::stop;
+      else if (s.generated >= s.req.max_new_tokens ||
+               static_cast<int64_t>(s.tokens.size()) >= p.max_model_len) why = finish_reason::length;
+      token_event& ev = v.events[emitted++];
+      ev.request_id = s.id;
+      ev.token = tok;
+      ev.finished = why;
+      emit(s, std::move(ev));
+    }
+    keep_accepted(s, static_cast<int64_t>(emitted) - 1);  // every emitted token but the last has its KV
+    note_verdict(s, v);
     if (why != finish_reason::none) retire(s);
   }
+  log_speculation();
 }
 
 }  // namespace tandem

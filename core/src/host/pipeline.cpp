@@ -6,6 +6,8 @@
 #include "overrides.hpp"
 #include "settings_check.hpp"
 #include "suggest.hpp"
+#include "tandem/drafter.hpp"
+#include "tandem/logger.hpp"
 #include "tandem/transport.hpp"
 #include "yaml_reader.hpp"
 
@@ -30,6 +32,7 @@ class loader {
  private:
   std::optional<std::string> check_model();
   std::optional<plugin_choice> check_plugin(const section_info& info);
+  void check_drafter(const plugin_choice& c);
   std::optional<std::string> plugin_name(const section_info& info, const raw_value& v);
   void report_unknown_plugin(const section_info& info, const std::string& written,
                              const std::string& full, const raw_value& v);
@@ -61,6 +64,7 @@ pipeline_result loader::run(std::span<const std::string> overrides) {
   }
   for (const section_info& s : known_sections()) {
     if (s.kind != section_kind::plugin) continue;
+    const size_t errors_before = sink_.size();
     std::optional<plugin_choice> c = check_plugin(s);
     if (!c) continue;
     switch (s.iface) {
@@ -68,7 +72,10 @@ pipeline_result loader::run(std::span<const std::string> overrides) {
       case plugin_interface::backend:       spec.backend = std::move(*c); break;
       case plugin_interface::scheduler:     spec.scheduler = std::move(*c); break;
       case plugin_interface::transport:     spec.transport = std::move(*c); break;
-      case plugin_interface::drafter:       spec.drafter = std::move(*c); break;
+      case plugin_interface::drafter:
+        if (sink_.size() == errors_before) check_drafter(*c);  // its settings are all there
+        spec.drafter = std::move(*c);
+        break;
     }
   }
   spec.engine = check_core("engine", engine_schema());
@@ -172,6 +179,38 @@ void loader::report_unknown_plugin(const section_info& info, const std::string& 
   if (!hint.empty()) hint += ' ';
   hint += searched(host_);
   sink_.error(v.pos, std::string(info.name) + ".plugin", "unknown plugin '" + full + "'", hint);
+}
+
+// A drafter is cheap to make (no model, no device): making one here lets its own checks
+// across settings (ngram's min_n <= max_n, ...) and what the engine cannot give it fail at
+// validate, not at start-up.
+void loader::check_drafter(const plugin_choice& c) {
+  try {
+    // The descriptor's factory itself, not plugin_host::create, which wraps every failure
+    // in a plugin_error: a config_error keeps the setting it is about.
+    const plugin_descriptor* desc = host_.lookup(c.name).desc;
+    const plugin_context ctx{&default_logger(), &c.cfg};
+    std::unique_ptr<plugin_object> obj(desc->create(ctx));
+    auto* d = dynamic_cast<drafter*>(obj.get());
+    if (!d) {
+      sink_.error(c.pos, "drafter.plugin", "'" + c.name + "' does not implement the drafter interface");
+      return;
+    }
+    if (d->needs_hidden_states())
+      sink_.error(c.pos, "drafter.plugin",
+                  "'" + c.name + "' conditions on the target's hidden states, which the engine does not "
+                  "supply to drafters yet");
+    else if (d->limits().max_draft < 1)
+      sink_.error(c.pos, "drafter.plugin", "'" + c.name + "' proposes no draft tokens (its k is below 1)");
+  } catch (const config_error& e) {
+    const std::string& key = e.key_path();
+    std::string message = e.what();
+    if (!key.empty() && message.starts_with(key + ": ")) message.erase(0, key.size() + 2);
+    const std::string setting = key.starts_with("drafter.") ? key.substr(8) : key;
+    sink_.error(pos_of("drafter", setting), key.empty() ? "drafter" : key, message);
+  } catch (const std::exception& e) {
+    sink_.error(c.pos, "drafter.plugin", "'" + c.name + "' cannot be created: " + e.what());
+  }
 }
 
 config loader::check_core(std::string_view name, config_schema schema) {

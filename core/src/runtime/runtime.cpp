@@ -6,6 +6,7 @@
 
 #include "registry.hpp"
 #include "tandem/backend.hpp"
+#include "tandem/drafter.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "tandem/model_store.hpp"
@@ -27,6 +28,7 @@ struct runtime::impl {
   std::unique_ptr<backend> be;
   std::unique_ptr<transport> comm;
   std::unique_ptr<scheduler> sched;
+  std::unique_ptr<drafter> draft;  // null without a drafter: section
   std::unique_ptr<tokenizer> tok;
   std::unique_ptr<chat_template> chat;
   std::unique_ptr<model> mdl;
@@ -100,6 +102,14 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   m.be = m.host->create<backend>(m.spec.backend.name, m.spec.backend.cfg);
   m.comm = m.host->create<transport>(m.spec.transport.name, m.spec.transport.cfg);
   m.sched = m.host->create<scheduler>(m.spec.scheduler.name, m.spec.scheduler.cfg);
+  if (m.spec.drafter) {
+    m.draft = m.host->create<drafter>(m.spec.drafter->name, m.spec.drafter->cfg);
+    // The engine passes no hidden states yet; a drafter that needs them cannot run here.
+    if (m.draft->needs_hidden_states())
+      throw config_error("drafter.plugin", m.spec.drafter->name +
+                                               " conditions on the target's hidden states, which this engine "
+                                               "does not supply to drafters yet");
+  }
   m.tok = std::make_unique<tokenizer>(tokenizer::from_metadata(m.weights->meta(), model_file.string()));
   if (auto tmpl = m.weights->meta().get_string("tokenizer.chat_template"))
     m.chat = std::make_unique<chat_template>(*tmpl);
@@ -126,6 +136,7 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   parts.kv_pages = pages;
   parts.page_size = page;
   parts.cache = cache_settings(m.spec.engine);
+  parts.drafter = m.draft.get();
   const prefix_cache_settings cache = parts.cache;
   m.eng = std::make_unique<engine>(std::move(parts));
 
@@ -134,6 +145,14 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
                                   info.arch, info.n_layers, info.hidden, info.vocab, info.detail));
   m.summary.push_back(fmt::format("plugins: {}, {}, {}, {}", m.spec.weights.name, m.spec.backend.name,
                                   m.spec.scheduler.name, m.spec.transport.name));
+  if (m.draft) {
+    const draft_limits lim = m.draft->limits();
+    m.summary.push_back(fmt::format("speculative decoding: {}, up to {} draft tokens per step{}", m.spec.drafter->name,
+                                    lim.max_draft,
+                                    lim.disable_above_batch > 0
+                                        ? fmt::format(", off above {} sequences per step", lim.disable_above_batch)
+                                        : std::string()));
+  }
   m.summary.push_back(fmt::format("backend: {}", m.be->describe()));
   m.summary.push_back(fmt::format("KV per token: {} bytes ({})", per_token.bytes_per_token(), per_token.describe()));
   m.summary.push_back(fmt::format(

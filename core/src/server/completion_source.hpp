@@ -35,6 +35,9 @@ struct source_stats {
   uint64_t prefix_queries = 0, prefix_hits = 0;
   uint64_t hold_events = 0, aging_escapes = 0, capped_steps = 0, pages_evicted = 0;
   double kv_cached = 0;  // 0..1: unreferenced pages kept for reuse
+  // Speculative decoding (engine_stats' spec_* counters).
+  uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<uint64_t> spec_accepted_per_pos;
 };
 
 class completion_source {

@@ -55,6 +55,21 @@ void render_cache(std::string& out, std::string_view lab, const source_stats& st
           st.pages_evicted);
 }
 
+// Speculative decoding, under the names vLLM's counters are exposed with (vllm:spec_decode_*
+// plus the counter's _total, as the other counters here); the per-position counter has one
+// series per draft position seen so far.
+void render_spec(std::string& out, std::string_view lab, const source_stats& st) {
+  counter(out, "tandem:spec_decode_num_drafts_total", "Sequences verified with at least one draft token.", lab,
+          st.spec_drafts);
+  counter(out, "tandem:spec_decode_num_draft_tokens_total", "Draft tokens proposed.", lab, st.spec_draft_tokens);
+  counter(out, "tandem:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", lab, st.spec_accepted_tokens);
+  header(out, "tandem:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+         "Drafts whose token at this position was accepted.");
+  for (size_t i = 0; i < st.spec_accepted_per_pos.size(); ++i)
+    out += fmt::format("tandem:spec_decode_num_accepted_tokens_per_pos_total{{{},position=\"{}\"}} {}\n", lab, i,
+                       st.spec_accepted_per_pos[i]);
+}
+
 }  // namespace
 
 histogram::histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -117,6 +132,7 @@ std::string server_metrics::render(const std::string& model, const source_stats&
   header(out, "tandem:num_preemptions_total", "counter", "Preemptions by the scheduler.");
   out += fmt::format("tandem:num_preemptions_total{{{}}} {}\n", lab, st.preemptions);
   render_cache(out, lab, st);
+  render_spec(out, lab, st);
 
   std::lock_guard l(mu_);
   header(out, "tandem:prompt_tokens_total", "counter", "Prompt tokens of requests that started generating.");

@@ -138,6 +138,10 @@ class runtime_source final : public completion_source {
     stats_.aging_escapes = s.aging_escapes;
     stats_.capped_steps = s.capped_steps;
     stats_.pages_evicted = s.pages_evicted;
+    stats_.spec_drafts = s.spec_drafts;
+    stats_.spec_draft_tokens = s.spec_draft_tokens;
+    stats_.spec_accepted_tokens = s.spec_accepted_tokens;
+    stats_.spec_accepted_per_pos = s.spec_accepted_per_pos;
   }
 
   const chat_template& chat() const {

@@ -96,6 +96,7 @@ class test_transport final : public transport {
 class test_drafter final : public drafter {
  public:
   explicit test_drafter(const config& cfg) : k_(static_cast<int>(cfg.get_int("k"))) {}
+  draft_limits limits() const override { return {k_, 0}; }
   std::vector<int32_t> propose(uint64_t, const draft_context& ctx) override {
     if (ctx.tokens.empty()) return {};
     return std::vector<int32_t>(std::min(k_, ctx.max_draft), ctx.tokens.back());

@@ -1,0 +1,144 @@
+// bench_spec: speculative decoding against none on one pipeline's model: decode tok/s, the
+// mean acceptance length tau (accepted + 1 per verify, vLLM's definition), per-position
+// acceptance and the speedup, for each drafter on a few tasks (greedy, chat-templated).
+// One JSON object per (task, drafter, batch) on stdout, a table on stderr.
+//
+//   build/bench/spec/bench_spec --pipeline pipelines/cpu.yaml --tokens 128 --batch 1 --batch 8
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fmt/format.h>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tandem/runtime.hpp"
+
+namespace po = boost::program_options;
+using clock_type = std::chrono::steady_clock;
+using namespace tandem;
+
+namespace {
+
+struct task {
+  std::string name, prompt;
+};
+
+const std::vector<task> tasks = {
+    {"count", "Count from 1 to 200, one number per line."},
+    {"json", "Write a JSON array of 10 objects, each with the fields \"id\", \"name\" and \"email\"."},
+    {"code", "Write a Python function that returns the n-th Fibonacci number, with a docstring and tests."},
+    {"prose", "Tell me a short story about a lighthouse keeper who finds a message in a bottle."},
+};
+
+struct drafter_choice {
+  std::string name;
+  std::vector<std::string> overrides;  // onto the pipeline: the drafter section
+};
+
+struct measurement {
+  double decode_s = 0;
+  int64_t tokens = 0;
+  engine_stats stats;
+  std::vector<std::vector<int32_t>> outputs;
+};
+
+// `batch` copies of the prompt together; decode time runs from the first token of the last
+// stream to start to the end (prefill excluded).
+measurement run(runtime& rt, const std::string& prompt, int batch, int gen) {
+  const std::vector<chat_message> msgs{{"user", prompt}};
+  const std::vector<int32_t> ids = rt.tokens_for_chat(msgs);
+  measurement m;
+  m.outputs.resize(batch);
+  int started = 0;
+  clock_type::time_point decode_start{};
+  for (int b = 0; b < batch; ++b) {
+    generation_request r;
+    r.prompt = ids;
+    r.max_new_tokens = gen;
+    r.ignore_eos = true;
+    r.on_event = [&, b](const token_event& ev) {
+      if (ev.token < 0) return;
+      if (m.outputs[b].empty() && ++started == batch) decode_start = clock_type::now();
+      m.outputs[b].push_back(ev.token);
+    };
+    rt.eng().submit(std::move(r));
+  }
+  while (rt.eng().has_work()) rt.eng().step();
+  m.decode_s = std::chrono::duration<double>(clock_type::now() - decode_start).count();
+  for (const auto& o : m.outputs) m.tokens += static_cast<int64_t>(o.size()) - 1;  // the first came with prefill
+  m.stats = rt.eng().stats();
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string pipeline;
+  int gen = 128;
+  std::vector<int> batches;
+  po::options_description opts("bench_spec options");
+  opts.add_options()("help,h", "this help")(
+      "pipeline", po::value(&pipeline)->default_value("pipelines/cpu.yaml"), "the pipeline without a drafter")(
+      "tokens", po::value(&gen)->default_value(128), "tokens generated per request")(
+      "batch", po::value(&batches)->multitoken(), "concurrent requests (repeatable; default 1)");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::cerr << "bench_spec: " << e.what() << "\n" << opts;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  if (batches.empty()) batches = {1};
+  const std::vector<drafter_choice> drafters = {
+      {"none", {}},
+      {"ngram", {"drafter.plugin=drafter.ngram", "drafter.k=4"}},
+      {"suffix", {"drafter.plugin=drafter.suffix"}},
+  };
+  try {
+    for (int batch : batches) {
+      std::map<std::string, double> base_tps;
+      for (const drafter_choice& d : drafters) {
+        // One runtime per drafter: the suffix drafter's global cache learns across tasks,
+        // as it would serving; tasks run in the same order for each.
+        auto rt = runtime::open(pipeline, {.overrides = d.overrides, .allow_pull = true, .progress = {}});
+        for (const task& t : tasks) {
+          const engine_stats before = rt->eng().stats();
+          const measurement m = run(*rt, t.prompt, batch, gen);
+          const double tps = static_cast<double>(m.tokens) / m.decode_s;
+          if (d.name == "none") base_tps[t.name] = tps;
+          const double drafts = static_cast<double>(m.stats.spec_drafts - before.spec_drafts);
+          const double accepted = static_cast<double>(m.stats.spec_accepted_tokens - before.spec_accepted_tokens);
+          const double proposed = static_cast<double>(m.stats.spec_draft_tokens - before.spec_draft_tokens);
+          std::string per_pos;
+          for (size_t i = 0; i < m.stats.spec_accepted_per_pos.size(); ++i) {
+            const uint64_t was = i < before.spec_accepted_per_pos.size() ? before.spec_accepted_per_pos[i] : 0;
+            per_pos += fmt::format("{}{:.3f}", i ? "," : "",
+                                   drafts > 0 ? static_cast<double>(m.stats.spec_accepted_per_pos[i] - was) / drafts : 0);
+          }
+          const double tau = drafts > 0 ? 1 + accepted / drafts : 1;
+          const double speedup = tps / base_tps[t.name];
+          std::printf(
+              "{\"task\":\"%s\",\"drafter\":\"%s\",\"batch\":%d,\"tokens\":%lld,\"decode_tok_s\":%.2f,"
+              "\"speedup\":%.3f,\"tau\":%.3f,\"drafts\":%.0f,\"draft_tokens\":%.0f,\"accepted\":%.0f,"
+              "\"per_position\":[%s]}\n",
+              t.name.c_str(), d.name.c_str(), batch, static_cast<long long>(m.tokens), tps, speedup, tau, drafts,
+              proposed, accepted, per_pos.c_str());
+          std::fflush(stdout);
+          std::cerr << fmt::format("{:6} {:7} batch {:2}: {:8.1f} tok/s  x{:.2f}  tau {:.2f}  accepted {:.0f}/{:.0f}\n",
+                                   t.name, d.name, batch, tps, speedup, tau, accepted, proposed);
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "bench_spec: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,161 @@
+// Speculative decoding in the engine (issue 16): drafts go into the step plan behind each
+// decoding sequence's last token, one forward pass computes a logits row for every one of
+// them, and verification keeps the longest prefix of the draft the target agrees with plus
+// the target's own next token.
+//
+// Verification is lossless at every temperature. Row r of a sequence is sampled exactly as
+// plain decoding samples generated token number g + r (the backend's sampler or the host's
+// logit processing, the same sampling settings, the same (seed, step) draw), and the draft
+// token d_r is accepted iff that sample equals it. For the deterministic drafters here the
+// draft distribution q is a point mass on d_r, and this is rejection sampling: it accepts
+// d_r with probability p(d_r) = min(1, p(d_r) / q(d_r)), and a rejected draft leaves a
+// sample of p conditioned on "not d_r", which is norm(max(0, p - q)). Since the draw is the
+// one plain decoding would make at that step, a speculative run emits the very tokens a
+// plain run emits (up to floating-point differences between batched and single-token
+// logits), not only the same distribution.
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "engine_impl.hpp"
+#include "logit_processing.hpp"
+#include "tandem/drafter.hpp"
+#include "tandem/error.hpp"
+#include "tandem/logger.hpp"
+#include "tandem/model.hpp"
+
+namespace tandem {
+
+namespace {
+
+constexpr double spec_log_interval_s = 10;  // vLLM logs its spec-decode metrics as often
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector<sequence*>& scheduled,
+                                                               const std::vector<int64_t>& counts) {
+  std::vector<std::vector<int32_t>> drafts(scheduled.size());
+  drafter* d = p.drafter;
+  if (!d) return drafts;
+  const draft_limits lim = d->limits();
+  if (lim.max_draft <= 0) return drafts;
+  if (lim.disable_above_batch > 0 && static_cast<int64_t>(scheduled.size()) > lim.disable_above_batch) return drafts;
+  const int64_t vocab = p.model->info().vocab;
+  for (size_t i = 0; i < scheduled.size(); ++i) {
+    sequence& s = *scheduled[i];
+    const auto len = static_cast<int64_t>(s.tokens.size());
+    // Only a decoding sequence drafts: one uncomputed token (its last sampled one) and this
+    // step computes it. A sequence still prefilling (or recomputing after preemption) does not.
+    if (!s.req.sampling.speculative || s.generated == 0 || counts[i] != 1 || s.computed + 1 != len) continue;
+    // Every emitted token counts against max_new_tokens and the context: the accepted draft
+    // plus the target's own token must fit both.
+    const int64_t room = std::min<int64_t>({lim.max_draft, s.req.max_new_tokens - s.generated - 1,
+                                            p.max_model_len - len - 1});
+    if (room <= 0) continue;
+    draft_context ctx;
+    ctx.tokens = s.tokens;
+    ctx.prompt_len = s.prompt_len;
+    ctx.max_draft = static_cast<int>(room);
+    std::vector<int32_t> draft = d->propose(s.id, ctx);
+    if (static_cast<int64_t>(draft.size()) > room)
+      throw error(fmt::format("the drafter proposed {} tokens, at most {} were asked for", draft.size(), room));
+    for (int32_t t : draft)
+      if (t < 0 || t >= vocab) throw error(fmt::format("the drafter proposed token id {}, outside the vocabulary", t));
+    // The draft's KV slots come from pages nobody else was given this step; a short pool
+    // verifies nothing rather than preempting anyone.
+    if (draft.empty() || !pool.grow(s.kv.pages, s.computed + 1 + static_cast<int64_t>(draft.size()))) continue;
+    drafts[i] = std::move(draft);
+  }
+  return drafts;
+}
+
+std::vector<engine::impl::verdict> engine::impl::verify(const std::vector<sequence*>& samplers,
+                                                        const std::vector<const std::vector<int32_t>*>& drafts,
+                                                        const std::vector<sampling_params>& params,
+                                                        const std::vector<int32_t>& ids) {
+  std::vector<verdict> out(samplers.size());
+  const bool host = std::any_of(samplers.begin(), samplers.end(), [](sequence* s) { return needs_host_logits(s->req); });
+  const std::vector<float> logits = host ? p.model->logits_to_host() : std::vector<float>{};
+  const auto vocab = static_cast<size_t>(p.model->info().vocab);
+  size_t row = 0;  // first logits row of samplers[j]
+  for (size_t j = 0; j < samplers.size(); ++j) {
+    const sequence& s = *samplers[j];
+    const std::vector<int32_t>& draft = *drafts[j];
+    verdict& v = out[j];
+    v.proposed = static_cast<int>(draft.size());
+    // The generated tokens as row r sees them: the output so far plus the draft before r
+    // (penalties count them).
+    std::vector<int32_t> context;
+    if (has_penalties(s.req)) context.assign(s.tokens.begin() + s.prompt_len, s.tokens.end());
+    for (size_t r = 0; r <= draft.size(); ++r) {
+      const float* lr = host ? logits.data() + (row + r) * vocab : nullptr;
+      int32_t tok = ids[row + r];
+      if (has_penalties(s.req)) tok = sample_with_penalties(lr, static_cast<int>(vocab), s.req, params[row + r], context);
+      token_event ev;
+      if (s.req.logprobs >= 0) fill_logprobs(lr, static_cast<int>(vocab), tok, s.req.logprobs, ev);
+      v.tokens.push_back(tok);
+      v.events.push_back(std::move(ev));
+      if (r == draft.size() || tok != draft[r]) break;  // the rest of the draft is rejected
+      ++v.accepted;
+      context.push_back(tok);
+    }
+    row += draft.size() + 1;
+  }
+  return out;
+}
+
+void engine::impl::keep_accepted(sequence& s, int64_t accepted_kept) {
+  // The KV of the kept draft tokens is valid; the slots of rejected ones are given back
+  // (their pages hold no full page of accepted tokens, so nothing of them was published).
+  s.computed += accepted_kept;
+  const auto keep = static_cast<size_t>(pool.pages_for(s.computed));
+  if (s.kv.pages.size() > keep) {
+    std::vector<int32_t> tail(s.kv.pages.begin() + static_cast<std::ptrdiff_t>(keep), s.kv.pages.end());
+    s.kv.pages.resize(keep);
+    pool.release(tail);
+  }
+  cache.publish(s.kv, s.tokens, s.computed);
+}
+
+void engine::impl::note_verdict(const sequence& s, const verdict& v) {
+  if (v.proposed == 0) return;
+  p.drafter->accepted(s.id, v.proposed, v.accepted);
+  ++st.spec_drafts;
+  st.spec_draft_tokens += static_cast<uint64_t>(v.proposed);
+  st.spec_accepted_tokens += static_cast<uint64_t>(v.accepted);
+  if (st.spec_accepted_per_pos.size() < static_cast<size_t>(v.proposed)) st.spec_accepted_per_pos.resize(v.proposed);
+  for (int r = 0; r < v.accepted; ++r) ++st.spec_accepted_per_pos[static_cast<size_t>(r)];
+}
+
+void engine::impl::release_draft_state(const sequence& s) {
+  if (!p.drafter) return;
+  const auto n = static_cast<size_t>(s.prompt_len);
+  p.drafter->release(s.id, std::span<const int32_t>(s.tokens).subspan(std::min(n, s.tokens.size())));
+}
+
+// vLLM's periodic spec-decode line: mean acceptance length = 1 + accepted / drafts over the
+// interval (the target's own token counts), draft acceptance rate, and per position.
+void engine::impl::log_speculation() {
+  if (!p.drafter) return;
+  const double t = now();
+  if (t - spec_logged_s < spec_log_interval_s || st.spec_drafts == spec_logged.spec_drafts) return;
+  const auto drafts = static_cast<double>(st.spec_drafts - spec_logged.spec_drafts);
+  const uint64_t proposed = st.spec_draft_tokens - spec_logged.spec_draft_tokens;
+  const uint64_t accepted = st.spec_accepted_tokens - spec_logged.spec_accepted_tokens;
+  std::string per_pos;
+  for (size_t r = 0; r < st.spec_accepted_per_pos.size(); ++r) {
+    const uint64_t before = r < spec_logged.spec_accepted_per_pos.size() ? spec_logged.spec_accepted_per_pos[r] : 0;
+    per_pos += fmt::format("{}{:.3f}", r ? ", " : "", static_cast<double>(st.spec_accepted_per_pos[r] - before) / drafts);
+  }
+  default_logger().info(fmt::format(
+      "speculative decoding: mean acceptance length {:.2f}, accepted {} of {} draft tokens ({:.1f}%), "
+      "per-position acceptance rate [{}]",
+      1.0 + static_cast<double>(accepted) / drafts, accepted, proposed,
+      proposed ? 100.0 * static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0, per_pos));
+  spec_logged_s = t;
+  spec_logged.spec_drafts = st.spec_drafts;
+  spec_logged.spec_draft_tokens = st.spec_draft_tokens;
+  spec_logged.spec_accepted_tokens = st.spec_accepted_tokens;
+  spec_logged.spec_accepted_per_pos = st.spec_accepted_per_pos;
+}
+
+}  // namespace tandem
