@@ -29,12 +29,12 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self):
+    def __init__(self, extra_args=()):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         pipeline = os.environ.get("TANDEM_PIPELINE", str(ROOT / "pipelines" / "default.yaml"))
         self.proc = subprocess.Popen(
-            [_tandem_bin(), "serve", "--pipeline", pipeline, "--port", str(self.port)],
+            [_tandem_bin(), "serve", "--pipeline", pipeline, "--port", str(self.port), *extra_args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.log: list[str] = []
         threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True).start()
