@@ -222,6 +222,7 @@ struct mla_pair {
     BOOST_TEST((da.host() == a), what << ": kv_a was modified");
     kv.check_written(b, what);
     const double e = worst_row_err(out_g, out_c, n);
+    BOOST_TEST_MESSAGE(what << ": worst row rel err " << e);
     BOOST_TEST(e < 1e-4, what << " (heads " << c.heads << ", rank " << c.rank << ", " << name(c.wtype)
                               << "): worst row rel err " << e);
     return e;

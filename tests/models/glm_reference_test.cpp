@@ -316,8 +316,12 @@ BOOST_AUTO_TEST_CASE(mtp_layer_loads_and_runs) {
   base.be->copy_to_host(h.data(), glm->normed_hidden_states().data, h.size() * 4);
   step_plan next = plan;
   next.seqs[0].tokens.assign(ids.begin() + 1, ids.end());
-  std::vector<float> hcopy = h;
-  tensor_view hv = tensor_view::contiguous(hcopy.data(), dtype::f32, {static_cast<int64_t>(ids.size() - 1), H});
+  // The hidden states go back in the backend's memory (device memory on backend.cuda).
+  std::unique_ptr<device_buffer> hbuf = base.be->alloc(h.size() * 4);
+  base.be->copy_to_device(hbuf->data(), h.data(), h.size() * 4);
+  float* hcopy = static_cast<float*>(hbuf->data());
+  tensor_view hv =
+      tensor_view::contiguous(hcopy, dtype::f32, {static_cast<int64_t>(ids.size() - 1), H}, base.be->dev());
   glm->forward_mtp(next, hv, 0, true);
   const std::vector<float> all = m->logits_to_host();
   BOOST_REQUIRE_EQUAL(all.size(), (ids.size() - 1) * V);
@@ -331,13 +335,17 @@ BOOST_AUTO_TEST_CASE(mtp_layer_loads_and_runs) {
     const int64_t b = part ? cut : 0, e = part ? static_cast<int64_t>(ids.size()) - 1 : cut;
     step_plan p;
     p.seqs.push_back({2, b, std::vector<int32_t>(ids.begin() + 1 + b, ids.begin() + 1 + e), pages2, true, {}});
-    tensor_view hp = tensor_view::contiguous(hcopy.data() + b * H, dtype::f32, {e - b, H});
+    tensor_view hp = tensor_view::contiguous(hcopy + b * H, dtype::f32, {e - b, H}, base.be->dev());
     glm->forward_mtp(p, hp, 0, true);
   }
   const std::vector<float> tail = m->logits_to_host();
-  BOOST_TEST(max_diff(tail.data(), all.data() + cut * V, static_cast<int64_t>(tail.size())) < self_tol);
+  // On backend.cuda the chunks (<= 8 rows) take the decode GEMV with 8-bit activations and the
+  // one-shot run the f16 GEMM: each is within logit_tol of the exact logits, so they are
+  // within twice that of each other. backend.cpu runs one linear kernel for both.
+  const float chunk_tol = backend_name() == "backend.cpu" ? self_tol : 2 * logit_tol;
+  BOOST_TEST(max_diff(tail.data(), all.data() + cut * V, static_cast<int64_t>(tail.size())) < chunk_tol);
   BOOST_CHECK_THROW(glm->forward_mtp(next, hv, 1), error);
-  tensor_view short_h = tensor_view::contiguous(hcopy.data(), dtype::f32, {3, H});
+  tensor_view short_h = tensor_view::contiguous(hcopy, dtype::f32, {3, H}, base.be->dev());
   BOOST_CHECK_THROW(glm->forward_mtp(next, short_h, 0), error);  // one hidden row per token
 }
 
