@@ -42,6 +42,9 @@ cuda_backend::~cuda_backend() {
 
 bool cuda_backend::supports(backend_op op) const {
   switch (op) {
+    case backend_op::moe_route:
+    case backend_op::moe_experts:
+      return true;  // cuda_moe.cpp
     case backend_op::layer_norm:
     case backend_op::attention_mla:
     case backend_op::dsa_indexer:

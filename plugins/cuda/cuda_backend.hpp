@@ -87,8 +87,25 @@ class cuda_backend final : public backend {
   void sample(tensor_view logits, std::span<const sampling_params> params,
               tensor_view ids) override;
 
-  // supports(): the dense family, attention_gqa, and the ops below.
+  // supports(): the dense family, attention_gqa, and the ops below (MoE, MLA, DSA, layer_norm).
+  // MoE (cuda_moe.cpp).
   bool supports(backend_op op) const override;
+  std::unique_ptr<expert_weights> load_experts(std::span<const tensor_info* const> gate,
+                                               std::span<const tensor_info* const> up,
+                                               std::span<const tensor_info* const> down) override;
+  void moe_route(tensor_view logits, tensor_view bias, const moe_routing& r, tensor_view ids,
+                 tensor_view weights) override;
+  void moe_experts(const expert_weights& w, tensor_view x, tensor_view ids, tensor_view weights,
+                   tensor_view out) override;
+  // The unfused baseline (bf16 / f16 / f32 experts): the routing read back and grouped on
+  // the host, then per expert with tokens a gather, a cuBLAS GEMM for gate+up, silu * up, a
+  // GEMM for down and a scatter-add (float atomics). Not recordable.
+  void moe_experts_loop(const expert_weights& w, tensor_view x, tensor_view ids, tensor_view weights,
+                        tensor_view out);
+  // moe_experts' kernels for bf16 / f16 / f32 experts whatever the token count: 0 = GEMV,
+  // 1 = tensor-core grouped GEMM, -1 = by token count (tandem_cuda/moe.hpp: moe_pick).
+  void force_moe_kernel(int k) { moe_force_ = k; }
+
   // MLA, DSA indexer and layer_norm (cuda_mla.cpp): key-only caches, fp32 kernels and
   // cuBLAS fp32 GEMMs (backend.cpu's results up to summation order).
   void layer_norm(tensor_view x, tensor_view weight, tensor_view bias, float eps, tensor_view out) override;
@@ -125,6 +142,8 @@ class cuda_backend final : public backend {
   int rope_rot_ = 0, rope_positions_ = 0;
   scratch x16_, attn_part_, attn_tickets_, q8_, sampler_ws_, sampler_params_;
   scratch fused_x_, fused_y_;  // linear_fused's prologue output and product, where not fused
+  scratch moe_ws_, moe_loop_ws_;  // moe_experts' workspace; moe_experts_loop's
+  int moe_force_ = -1;
   // mla_attention's absorbed queries, row table (shared with dsa_indexer), attended latents,
   // split partials and cleaned top-k lists; dsa_indexer's rotated queries and its scores.
   scratch mla_qcat_, mla_rows_, mla_lat_, mla_part_, mla_list_, dsa_q_, dsa_ws_;
