@@ -17,10 +17,11 @@ struct step_seq {
   std::vector<int32_t> tokens;      // tokens to compute this step
   std::vector<int32_t> pages;       // the sequence's whole page table after this step
   bool sample = false;              // sample a token after the last one
-  // With `sample`: how many of the last tokens get a logits row, each sampled (1 = only the
-  // last; 1 + k when the tail is a k-token draft that this forward verifies).
-  int32_t logit_rows = 1;
   sampling_params sampling;
+  // With `sample`: how many of the last tokens get a logits row, each sampled (1 = only the
+  // last; 1 + k when the tail is a k-token draft that this forward verifies). Last, so an
+  // aggregate initializer {id, pos, tokens, pages, sample, sampling} keeps its meaning.
+  int32_t logit_rows = 1;
 };
 
 struct step_plan {
