@@ -59,6 +59,22 @@ class TANDEM_API tokenizer {
   // With parse_special false, special-token strings are encoded as plain text. Never adds
   // BOS: callers that honour add_bos() prepend bos() themselves.
   std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
+
+  // A byte range [begin, end) of an encode() input.
+  struct byte_range {
+    size_t begin = 0, end = 0;
+  };
+  // encode(text), except that no CONTROL token is cut out where its text would overlap one of
+  // `literal` (sorted, disjoint, inside text; else tandem::error): there the control-token
+  // text is encoded as plain text. USER_DEFINED tokens are still cut out inside a range (as
+  // Hugging Face's split_special_tokens and llama.cpp's parse_special=false keep them). Text
+  // between the tokens cut out is pre-tokenized whole, ranges or not, so a range that holds no
+  // special-token text changes nothing. Chat prompts use it to keep message content from
+  // forging turn markers (tandem/chat_prompt.hpp).
+  std::vector<int32_t> encode(std::string_view text, std::span<const byte_range> literal) const;
+  // The first CONTROL token whose text occurs anywhere in `text` (leftmost, then longest), or
+  // nullopt: whether text could turn into a control token next to anything.
+  std::optional<int32_t> find_control_text(std::string_view text) const;
   // Text of `ids`, always valid UTF-8 (see above). skip_special drops CONTROL tokens.
   // Throws tandem::error for an id outside [0, vocab_size()).
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;

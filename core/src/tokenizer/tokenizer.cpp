@@ -14,17 +14,13 @@ void tokenizer::impl::check_id(int32_t id) const {
   }
 }
 
-namespace {
-
-void encode_plain(const tokenizer::impl& t, std::string_view text,
-                  std::vector<std::string_view>& pieces, std::vector<int32_t>& out) {
+void tokenizer::impl::encode_plain(std::string_view text, std::vector<std::string_view>& pieces,
+                                   std::vector<int32_t>& out) const {
   if (text.empty()) return;
   pieces.clear();
-  t.pre.split(text, pieces);
-  for (std::string_view piece : pieces) t.bpe.encode(piece, out);
+  pre.split(text, pieces);
+  for (std::string_view piece : pieces) bpe.encode(piece, out);
 }
-
-}  // namespace
 
 std::vector<int32_t> tokenizer::encode(std::string_view text, bool parse_special) const {
   if (size_t bad = detail::find_invalid_utf8(text); bad != std::string_view::npos) {
@@ -37,7 +33,7 @@ std::vector<int32_t> tokenizer::encode(std::string_view text, bool parse_special
   while (pos < text.size()) {
     const auto hit = parse_special ? impl_->specials.find(text, pos)
                                    : detail::special_matcher::hit{text.size(), 0, -1};
-    encode_plain(*impl_, text.substr(pos, hit.pos - pos), pieces, out);
+    impl_->encode_plain(text.substr(pos, hit.pos - pos), pieces, out);
     if (hit.length == 0) break;
     out.push_back(hit.id);
     pos = hit.pos + hit.length;

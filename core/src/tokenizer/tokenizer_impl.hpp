@@ -27,7 +27,9 @@ struct tokenizer::impl {
   std::unordered_map<std::string_view, int32_t> by_text;
   detail::bpe_merger bpe;
   detail::pre_tokenizer pre;
-  detail::special_matcher specials;
+  detail::special_matcher specials;      // CONTROL and USER_DEFINED: what encode() cuts out
+  detail::special_matcher controls;      // CONTROL only
+  detail::special_matcher user_defined;  // USER_DEFINED only: still cut out of literal ranges
   std::string pre_name;
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;
   bool add_bos = false;
@@ -35,6 +37,9 @@ struct tokenizer::impl {
   std::vector<bool> is_end_of_generation;
 
   void check_id(int32_t id) const;  // throws tandem::error when out of range
+  // Pre-tokenizes and merges `text`, which holds no special token, appending to `out`
+  // (`pieces` is scratch space).
+  void encode_plain(std::string_view text, std::vector<std::string_view>& pieces, std::vector<int32_t>& out) const;
 };
 
 }  // namespace tandem

@@ -202,6 +202,7 @@ std::shared_ptr<tokenizer::impl> loader::load() {
     t->bytes.push_back(alphabet.decode(text).value_or(text));
     if (t->types[i] == token_type::control || t->types[i] == token_type::user_defined) {
       t->specials.add(text, static_cast<int32_t>(i));
+      (t->types[i] == token_type::control ? t->controls : t->user_defined).add(text, static_cast<int32_t>(i));
     }
   }
   fill_ids(*t);
