@@ -99,7 +99,8 @@ int run_plugins(const args& a) {
   if (schema) {
     std::cout << "\ncore sections:\n";
     const std::pair<const char*, config_schema> core[] = {
-        {"engine", engine_schema()}, {"server", server_schema()}, {"topology", topology_schema()}};
+        {"engine", engine_schema()}, {"server", server_schema()}, {"chat", chat_schema()},
+        {"topology", topology_schema()}};
     for (const auto& [section, keys] : core) {
       std::cout << section << "\n";
       print_schema(keys);

@@ -60,6 +60,7 @@ struct pipeline_spec {
   plugin_choice weights, backend, scheduler, transport;
   std::optional<plugin_choice> drafter;
   config engine, server;  // validated against engine_schema() / server_schema()
+  config chat;            // chat_schema(): how chat prompts are tokenized
   topology topo;
 };
 
@@ -83,6 +84,7 @@ pipeline_result load_pipeline(const std::filesystem::path& file, plugin_host& ho
 // The core's own sections (also printed by `tandem plugins --schema`).
 config_schema engine_schema();
 config_schema server_schema();
+config_schema chat_schema();
 config_schema topology_schema();
 
 }  // namespace tandem

@@ -35,6 +35,15 @@ config_schema server_schema() {
   return keys;
 }
 
+config_schema chat_schema() {
+  static const config_key keys[] = {
+      {"parse_special_in_content", config_type::boolean, "false",
+       "let control-token text in chat message content (e.g. <|im_end|>) become control tokens; "
+       "false keeps it plain text so a message cannot forge a turn (tandem/chat_prompt.hpp)"},
+  };
+  return keys;
+}
+
 config_schema topology_schema() {
   static const config_key keys[] = {
       {"ranks", config_type::integer, "1",

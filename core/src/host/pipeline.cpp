@@ -80,6 +80,7 @@ pipeline_result loader::run(std::span<const std::string> overrides) {
   }
   spec.engine = check_core("engine", engine_schema());
   spec.server = check_core("server", server_schema());
+  spec.chat = check_core("chat", chat_schema());
   check_topology(check_core("topology", topology_schema()), spec);
 
   pipeline_result r;

@@ -33,6 +33,7 @@ std::span<const section_info> known_sections() {
       {"engine", section_kind::core, false, {}},
       {"topology", section_kind::core, false, {}},
       {"server", section_kind::core, false, {}},
+      {"chat", section_kind::core, false, {}},
   };
   return table;
 }

@@ -6,6 +6,7 @@
 
 #include "registry.hpp"
 #include "tandem/backend.hpp"
+#include "tandem/chat_prompt.hpp"
 #include "tandem/drafter.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
@@ -197,7 +198,14 @@ std::vector<int32_t> runtime::tokens_for_chat(std::span<const chat_message> mess
                                               bool add_generation_prompt) const {
   std::vector<int32_t> ids;
   if (impl_->tok->add_bos() && impl_->tok->bos() >= 0) ids.push_back(impl_->tok->bos());
-  std::vector<int32_t> body = impl_->tok->encode(render_chat(messages, add_generation_prompt));
+  if (!impl_->chat) throw model_error(impl_->spec.model, "the model has no chat template");
+  chat_render_options o;
+  o.add_generation_prompt = add_generation_prompt;
+  o.bos_token = impl_->bos_text;
+  o.eos_token = impl_->eos_text;
+  // Message content stays plain text unless the pipeline says otherwise (chat_prompt.hpp).
+  const chat_prompt_options p{.parse_special_in_content = impl_->spec.chat.get_bool("parse_special_in_content")};
+  std::vector<int32_t> body = encode_chat_prompt(*impl_->tok, *impl_->chat, messages, o, p);
   ids.insert(ids.end(), body.begin(), body.end());
   return ids;
 }

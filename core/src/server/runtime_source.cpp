@@ -5,7 +5,9 @@
 #include <thread>
 
 #include "completion_source.hpp"
+#include "tandem/chat_prompt.hpp"
 #include "tandem/logger.hpp"
+#include "tandem/pipeline.hpp"
 #include "tandem/error.hpp"
 #include "tandem/runtime.hpp"
 #include "tandem/stream_decoder.hpp"
@@ -57,7 +59,9 @@ class runtime_source final : public completion_source {
     o.tools_json = tools_json;
     std::vector<int32_t> ids;
     if (rt_->tok().add_bos() && rt_->tok().bos() >= 0) ids.push_back(rt_->tok().bos());
-    const std::vector<int32_t> body = rt_->tok().encode(chat().render(messages, o));
+    // Message content stays plain text unless the pipeline says otherwise (chat_prompt.hpp).
+    const chat_prompt_options p{.parse_special_in_content = rt_->spec().chat.get_bool("parse_special_in_content")};
+    const std::vector<int32_t> body = encode_chat_prompt(rt_->tok(), chat(), messages, o, p);
     ids.insert(ids.end(), body.begin(), body.end());
     return ids;
   }
