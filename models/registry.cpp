@@ -13,13 +13,13 @@ namespace {
 std::vector<backend_op> llama_ops(const weight_format&, const std::string&) { return llama_model::ops(); }
 
 std::unique_ptr<model> make_llama(backend& be, const weight_format& w, const std::string& file, const tp_group& tp) {
+  if (tp.expert_parallel > 1)
+    throw model_error(file, "llama has no experts to split: topology.expert_parallel must be 1");
   return std::make_unique<llama_model>(be, w, llama_hparams::from_weights(w, file), tp);
 }
 
 std::unique_ptr<model> make_glm(backend& be, const weight_format& w, const std::string& file, const tp_group& tp) {
-  if (tp.split())
-    throw model_error(file, "glm_moe_dsa does not split across ranks yet (topology.tensor_parallel must be 1)");
-  return std::make_unique<glm::glm_model>(be, w, glm::glm_config::from_weights(w, file));
+  return std::make_unique<glm::glm_model>(be, w, glm::glm_config::from_weights(w, file), true, tp);
 }
 
 std::vector<backend_op> glm_ops(const weight_format& w, const std::string& file) {

@@ -24,6 +24,10 @@ struct tp_group {
   int rank = 0;
   int size = 1;
   transport* comm = nullptr;  // null when size == 1
+  // Ranks of the group that split a MoE layer's routed experts by expert id (the rest of
+  // the layer stays tensor parallel); 1: every rank holds a slice of every expert. Today
+  // either 1 or size (topology.expert_parallel).
+  int expert_parallel = 1;
 
   bool split() const { return size > 1; }
 };

@@ -9,8 +9,9 @@
 
 namespace tandem::glm {
 
-glm_model::glm_model(backend& be, const weight_format& weights, glm_config cfg, bool dsa)
-    : be_(be), cfg_(std::move(cfg)) {
+glm_model::glm_model(backend& be, const weight_format& weights, glm_config cfg, bool dsa, const tp_group& tp)
+    : be_(be), cfg_(std::move(cfg)), tp_(tp), share_(glm_share::of(cfg_, tp)) {
+  if (tp_.split()) check_split_runs();
   const glm_config& c = cfg_;
   info_.arch = "glm_moe_dsa";
   info_.n_layers = c.n_layers;
@@ -27,6 +28,12 @@ glm_model::glm_model(backend& be, const weight_format& weights, glm_config cfg, 
   mla_.scale = 1.0f / std::sqrt(static_cast<float>(c.qk_head_dims()));
   load_weights(weights, dsa);
   if (!dsa) info_.detail += "; DSA off (dense MLA)";
+  if (tp_.split())
+    info_.detail += fmt::format(", tensor parallel rank {} of {}: {} heads, FFN {}, experts {}", tp_.rank, tp_.size,
+                                share_.heads.count, share_.ffn.count,
+                                tp_.expert_parallel > 1
+                                    ? fmt::format("{}-{}", share_.experts.begin, share_.experts.begin + share_.experts.count - 1)
+                                    : fmt::format("all, FFN {}", share_.expert_ffn.count));
 }
 
 std::vector<backend_op> glm_model::ops_for(const glm_config& c) {
@@ -178,6 +185,7 @@ void glm_model::logits_of(const linear_weight& head, const device_buffer& norm, 
   if (n_rows_ == 0) return;
   tensor_view rh = act(s_rows_h_, n_rows_, cfg_.hidden);
   be_.gather_rows(h, rows_, rh);
+  if (tp_.split()) return split_logits(head, rh);
   be_.linear(head, rh, f32(s_logits_, n_rows_, cfg_.vocab));
 }
 
@@ -188,6 +196,8 @@ tensor_view glm_model::normed_hidden_states() const {
 void glm_model::forward_mtp(const step_plan& plan, tensor_view prev_hidden, int k, bool all_logits) {
   if (k < 0 || k >= mtp_layers())
     throw error(fmt::format("glm_model: MTP layer {} asked, the checkpoint has {}", k, mtp_layers()));
+  if (tp_.split())  // the workers run forward() only: rank 0 alone would wait on the collectives
+    throw error("glm_model: forward_mtp does not run across ranks yet");
   const glm_mtp& M = mtp_[k];
   if (prev_hidden.ndim != 2 || prev_hidden.shape[0] != plan.n_tokens() || prev_hidden.shape[1] != cfg_.hidden)
     throw error("glm_model: forward_mtp needs prev_hidden [plan tokens, hidden]");
@@ -232,7 +242,8 @@ void glm_model::run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool
   be_.rms_norm(q_a, norm_view(*L.q_a_norm, c.q_lora_rank), c.rms_eps, q_res);
   tensor_view c_lat = columns(kv_a, 0, c.kv_lora_rank);
   be_.rms_norm(c_lat, norm_view(*L.kv_a_norm, c.kv_lora_rank), c.rms_eps, c_lat);
-  tensor_view q = act(s_q_, n, int64_t(c.n_heads) * c.qk_head_dims());
+  const int64_t heads = share_.heads.count;  // this rank's
+  tensor_view q = act(s_q_, n, heads * c.qk_head_dims());
   be_.linear(*L.q_b, q_res, q);
 
   if (L.indexer_slot >= 0) {
@@ -247,12 +258,13 @@ void glm_model::run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool
     be_.dsa_indexer(as_heads(iq, c.index_heads), ik, iw, *index_kv_, L.indexer_slot, batch_, c.qk_rope, c.rope_theta,
                     c.index_topk, topk);
   }
-  tensor_view attn = act(s_attn_, n, int64_t(c.n_heads) * c.v_dims);
-  be_.mla_attention(as_heads(q, c.n_heads), kv_a, *L.kv_b, *latent_kv_, l, batch_, mla_, topk, as_heads(attn, c.n_heads));
+  tensor_view attn = act(s_attn_, n, heads * c.v_dims);
+  be_.mla_attention(as_heads(q, heads), kv_a, *L.kv_b, *latent_kv_, l, batch_, mla_, topk, as_heads(attn, heads));
   be_.linear(*L.o_proj, attn, proj);
+  if (tp_.split()) reduce_partial(proj);
   be_.add_rms_norm(x, proj, norm_view(*L.ffn_norm, c.hidden), c.rms_eps, h);
 
-  const int64_t ffn = L.sparse ? c.moe_ffn * c.n_shared : c.ffn;
+  const int64_t ffn = L.sparse ? share_.shared_ffn.count : share_.ffn.count;
   tensor_view tmp = act(s_tmp_, n, c.hidden);
   if (L.sparse) {
     tensor_view logits = f32(s_rlog_, n, c.n_routed);
@@ -260,7 +272,8 @@ void glm_model::run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool
     tensor_view rid = ints(s_rid_, n, c.top_k), rw = f32(s_rw_, n, c.top_k);
     moe_routing r{c.n_routed, c.top_k, c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling};
     be_.moe_route(logits, norm_view(*L.router_bias, c.n_routed), r, rid, rw);
-    be_.moe_experts(*L.experts, h, rid, rw, c.n_shared > 0 ? tmp : proj);
+    if (tp_.expert_parallel > 1) local_experts(L, h, rid, rw, c.n_shared > 0 ? tmp : proj);
+    else be_.moe_experts(*L.experts, h, rid, rw, c.n_shared > 0 ? tmp : proj);
   }
   if (L.gate_up) {  // the dense MLP, or the shared experts added to the routed output
     tensor_view gu = act(s_gu_, n, 2 * ffn);
@@ -272,6 +285,7 @@ void glm_model::run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool
     be_.linear(*L.down, gate, proj);
     if (L.sparse) be_.add(tmp, proj, proj);
   }
+  if (tp_.split()) reduce_partial(proj);  // routed and shared partials in one all-reduce
   for (size_t i = 0; i < taps_.size(); ++i) {
     if (taps_[i] != l) continue;
     be_.add(x, proj, hidden_states(static_cast<int>(i)));

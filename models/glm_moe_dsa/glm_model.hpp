@@ -10,10 +10,19 @@
 //   topk = indexer(wq_b(rms(q_a h)), LN(wk h), weights_proj h)       (full layers)
 //   x += o_proj(mla_attention(q, kv_a, kv_b, topk));  h = rms(x)
 //   x += dense MLP(h)  or  experts(h, route(gate h)) + shared(h)
+//
+// Across ranks (tp_group of size > 1, backend.cpu; glm_tp.cpp): each rank holds a run of the
+// MLA heads (q_b_proj and kv_b_proj rows, o_proj columns), of the dense and shared-expert
+// FFN, and of the LM head's vocabulary; the latent projection, the indexer and the router
+// are replicated. Routed experts are split by FFN (expert_parallel 1) or by expert id
+// (expert_parallel == ranks: each rank runs its experts' share for every token). o_proj and
+// the MLP outputs are partial sums that one all-reduce each completes.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "common/tp_shard.hpp"
+#include "common/tp_vocab.hpp"
 #include "glm_config.hpp"
 #include "tandem/backend.hpp"
 #include "tandem/model.hpp"
@@ -40,6 +49,12 @@ struct glm_layer {
   std::unique_ptr<expert_weights> experts;
 };
 
+// This rank's run of each dimension the model splits (all of it on one rank).
+struct glm_share {
+  part heads, ffn, shared_ffn, expert_ffn, experts, vocab;
+  static glm_share of(const glm_config& c, const tp_group& tp);  // glm_tp.cpp
+};
+
 // A multi-token-prediction layer (DeepSeek-V3's, which GLM-5 checkpoints carry after the
 // stack as model.layers.N.*): h = eh_proj [enorm(embed(t_next)) | hnorm(h_prev)], one more
 // decoder layer, then shared_head.norm and the head (shared_head.head, else lm_head).
@@ -53,7 +68,8 @@ class glm_model final : public model {
  public:
   // dsa false: every layer attends to its whole context (dense MLA, no indexer and no
   // indexer cache) -- the same model with DSA switched off, for measurements.
-  glm_model(backend& be, const weight_format& weights, glm_config cfg, bool dsa = true);
+  // tp: this rank's group when the model is split across ranks (see above).
+  glm_model(backend& be, const weight_format& weights, glm_config cfg, bool dsa = true, const tp_group& tp = {});
   glm_model(const glm_model&) = delete;
   glm_model& operator=(const glm_model&) = delete;
 
@@ -97,9 +113,23 @@ class glm_model final : public model {
   // One decoder layer; `first`: x is fresh (no previous layer's output to add).
   void run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool first);
   void logits_of(const linear_weight& head, const device_buffer& norm, int64_t n);
+  // glm_tp.cpp: the weight slice this rank holds: rows (output features) or columns (input
+  // features) p.begin * unit .. + p.count * unit of t; t itself when the part is all of it.
+  const tensor_info& out_share(const tensor_info& t, part p, int64_t unit);
+  const tensor_info& in_share(const tensor_info& t, part p, int64_t unit);
+  void check_split_runs() const;                 // glm_tp.cpp: what a split needs of the backend
+  void reduce_partial(tensor_view partial);      // glm_tp.cpp: all-reduce of a row-parallel output
+  // glm_tp.cpp, expert parallel: out = this rank's experts' share of the routed output.
+  void local_experts(const glm_layer& L, tensor_view h, tensor_view ids, tensor_view weights, tensor_view out);
+  // glm_tp.cpp: this rank's vocabulary columns of the logits rows -> whole rows in s_logits_.
+  void split_logits(const linear_weight& head, tensor_view rows_h);
 
   backend& be_;
   glm_config cfg_;
+  tp_group tp_;
+  glm_share share_;
+  shard_store shards_;   // the weight slices this rank loaded
+  vocab_gather vocab_;
   model_info info_;
   std::unique_ptr<linear_weight> embed_, head_;
   std::unique_ptr<device_buffer> out_norm_;
@@ -113,6 +143,9 @@ class glm_model final : public model {
   scratch s_x_, s_h_, s_proj_, s_tmp_, s_a_, s_qres_, s_q_, s_attn_, s_iq_, s_ik_, s_iw_, s_topk_;
   scratch s_gu_, s_rlog_, s_rid_, s_rw_, s_rows_h_, s_logits_, s_sampled_;
   scratch s_ids_, s_pos_, s_slots_, s_qstart_, s_lens_, s_table_, s_rows_, s_taps_;
+  scratch s_tp_logits_, s_ep_rows_, s_ep_ids_, s_ep_w_, s_ep_x_, s_ep_y_;
+  std::vector<int32_t> ep_rows_, ep_ids_;
+  std::vector<float> ep_w_;
   std::vector<int> taps_;
   int64_t n_tokens_ = 0, n_rows_ = 0;
 };

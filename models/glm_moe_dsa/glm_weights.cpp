@@ -2,6 +2,7 @@
 // Routed experts come per expert (model.layers.L.mlp.experts.E.gate_proj.weight, as GLM-5's
 // checkpoints store them) or fused (mlp.experts.gate_up_proj {E, 2F, H} and down_proj
 // {E, H, F}, as transformers 5 holds them); a fused tensor is cut into per-expert views.
+// Across ranks, each split tensor goes through out_share / in_share (glm_tp.cpp).
 #include <algorithm>
 #include <deque>
 #include <string>
@@ -71,7 +72,11 @@ void glm_model::load_weights(const weight_format& w, bool dsa) {
   loader ld(be_, w, cfg_);
   const glm_config& c = cfg_;
   embed_ = ld.linear("model.embed_tokens.weight", c.vocab, c.hidden);
-  if (!c.tied_embeddings) head_ = ld.linear("lm_head.weight", c.vocab, c.hidden);
+  // Split, the head is this rank's vocabulary rows, of the embedding table when tied.
+  if (!c.tied_embeddings || tp_.split())
+    head_ = be_.load_linear(out_share(ld.get(c.tied_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+                                             {c.vocab, c.hidden}),
+                                      share_.vocab, 1));
   out_norm_ = ld.vec("model.norm.weight", c.hidden);
   layers_.resize(c.n_layers);
   int slot = 0;
@@ -87,7 +92,8 @@ void glm_model::load_weights(const weight_format& w, bool dsa) {
     M.hnorm = ld.vec(p + "hnorm.weight", c.hidden);
     M.eh_proj = ld.linear(p + "eh_proj.weight", c.hidden, 2 * c.hidden);
     M.head_norm = ld.vec(p + "shared_head.norm.weight", c.hidden);
-    if (w.find(p + "shared_head.head.weight")) M.head = ld.linear(p + "shared_head.head.weight", c.vocab, c.hidden);
+    if (w.find(p + "shared_head.head.weight"))
+      M.head = be_.load_linear(out_share(ld.get(p + "shared_head.head.weight", {c.vocab, c.hidden}), share_.vocab, 1));
     const bool own = dsa && w.find(p + "self_attn.indexer.wk.weight") != nullptr;
     const bool sparse = std::find(c.sparse_mlp.begin(), c.sparse_mlp.end(), true) != c.sparse_mlp.end();
     load_layer(w, M.block, l, own, sparse, slot);
@@ -98,6 +104,13 @@ void glm_model::load_layer(const weight_format& w, glm_layer& L, int l, bool own
   loader ld(be_, w, cfg_);
   const glm_config& c = cfg_;
   const int64_t H = c.n_heads;
+  // [gate | up] of this rank's FFN part, grouped, and its down.
+  auto mlp = [&](const std::string& gate, const std::string& up, const std::string& down, int64_t ffn, part p) {
+    const tensor_info* gu[] = {&out_share(ld.get(gate, {ffn, c.hidden}), p, 1),
+                               &out_share(ld.get(up, {ffn, c.hidden}), p, 1)};
+    L.gate_up = be_.load_linear_group(gu);
+    L.down = be_.load_linear(in_share(ld.get(down, {c.hidden, ffn}), p, 1));
+  };
   {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const std::string a = p + "self_attn.";
@@ -109,10 +122,13 @@ void glm_model::load_layer(const weight_format& w, glm_layer& L, int l, bool own
                          {a + "kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope}}, c.hidden);
     L.q_a_norm = ld.vec(a + "q_a_layernorm.weight", c.q_lora_rank);
     L.kv_a_norm = ld.vec(a + "kv_a_layernorm.weight", c.kv_lora_rank);
-    L.q_b = ld.linear(a + "q_b_proj.weight", H * c.qk_head_dims(), c.q_lora_rank);
-    L.kv_b = be_.load_mla(ld.get(a + "kv_b_proj.weight", {H * (c.qk_nope + c.v_dims), c.kv_lora_rank}),
-                          c.n_heads, c.qk_nope, c.v_dims);
-    L.o_proj = ld.linear(a + "o_proj.weight", c.hidden, H * c.v_dims);
+    const part heads = share_.heads;  // this rank's MLA heads
+    L.q_b = be_.load_linear(
+        out_share(ld.get(a + "q_b_proj.weight", {H * c.qk_head_dims(), c.q_lora_rank}), heads, c.qk_head_dims()));
+    L.kv_b = be_.load_mla(out_share(ld.get(a + "kv_b_proj.weight", {H * (c.qk_nope + c.v_dims), c.kv_lora_rank}),
+                                    heads, c.qk_nope + c.v_dims),
+                          static_cast<int>(heads.count), c.qk_nope, c.v_dims);
+    L.o_proj = be_.load_linear(in_share(ld.get(a + "o_proj.weight", {c.hidden, H * c.v_dims}), heads, c.v_dims));
     if (own_indexer) {
       const std::string ix = a + "indexer.";
       L.indexer_slot = slot++;
@@ -123,34 +139,31 @@ void glm_model::load_layer(const weight_format& w, glm_layer& L, int l, bool own
       L.idx_weights = ld.linear(ix + "weights_proj.weight", c.index_heads, c.hidden);
     }
     const std::string m = p + "mlp.";
-    if (!sparse) {
-      L.gate_up = ld.group({{m + "gate_proj.weight", c.ffn}, {m + "up_proj.weight", c.ffn}}, c.hidden);
-      L.down = ld.linear(m + "down_proj.weight", c.hidden, c.ffn);
-      return;
-    }
+    if (!sparse) return mlp(m + "gate_proj.weight", m + "up_proj.weight", m + "down_proj.weight", c.ffn, share_.ffn);
     const int64_t F = c.moe_ffn, shared = c.moe_ffn * c.n_shared;
-    if (c.n_shared > 0) {
-      L.gate_up = ld.group({{m + "shared_experts.gate_proj.weight", shared}, {m + "shared_experts.up_proj.weight", shared}},
-                           c.hidden);
-      L.down = ld.linear(m + "shared_experts.down_proj.weight", c.hidden, shared);
-    }
+    if (c.n_shared > 0)
+      mlp(m + "shared_experts.gate_proj.weight", m + "shared_experts.up_proj.weight",
+          m + "shared_experts.down_proj.weight", shared, share_.shared_ffn);
     L.router = ld.linear(m + "gate.weight", c.n_routed, c.hidden);
     L.router_bias = ld.vec(m + "gate.e_score_correction_bias", c.n_routed);
+    // This rank's experts (expert parallel) and its part of each one's FFN (tensor parallel).
     std::vector<const tensor_info*> gate, up, down;
+    const part ex = share_.experts, ef = share_.expert_ffn;
+    auto add = [&](const tensor_info& g, const tensor_info& u, const tensor_info& d) {
+      gate.push_back(&out_share(g, ef, 1));
+      up.push_back(&out_share(u, ef, 1));
+      down.push_back(&in_share(d, ef, 1));
+    };
     if (const tensor_info* fused = w.find(m + "experts.gate_up_proj")) {
       const tensor_info& gu = ld.get(fused->name, {c.n_routed, 2 * F, c.hidden});
       const tensor_info& dn = ld.get(m + "experts.down_proj", {c.n_routed, c.hidden, F});
-      for (int e = 0; e < c.n_routed; ++e) {
-        gate.push_back(ld.slice(gu, e, 0, F));
-        up.push_back(ld.slice(gu, e, F, F));
-        down.push_back(ld.slice(dn, e, 0, c.hidden));
-      }
+      for (int e = static_cast<int>(ex.begin); e < ex.begin + ex.count; ++e)
+        add(*ld.slice(gu, e, 0, F), *ld.slice(gu, e, F, F), *ld.slice(dn, e, 0, c.hidden));
     } else {
-      for (int e = 0; e < c.n_routed; ++e) {
+      for (int e = static_cast<int>(ex.begin); e < ex.begin + ex.count; ++e) {
         const std::string x = m + "experts." + std::to_string(e) + ".";
-        gate.push_back(&ld.get(x + "gate_proj.weight", {F, c.hidden}));
-        up.push_back(&ld.get(x + "up_proj.weight", {F, c.hidden}));
-        down.push_back(&ld.get(x + "down_proj.weight", {c.hidden, F}));
+        add(ld.get(x + "gate_proj.weight", {F, c.hidden}), ld.get(x + "up_proj.weight", {F, c.hidden}),
+            ld.get(x + "down_proj.weight", {c.hidden, F}));
       }
     }
     L.experts = be_.load_experts(gate, up, down);

@@ -13,9 +13,10 @@ void check_topology_runs(const pipeline_spec& spec, const backend& be) {
   if (spec.topo.pipeline_parallel > 1)
     throw config_error("topology.pipeline_parallel", "pipeline parallel is not implemented yet (tensor_parallel "
                                                      "splits a model across ranks)");
-  if (spec.topo.expert_parallel > 1)
-    throw config_error("topology.expert_parallel", "expert parallel is not implemented yet (tensor_parallel "
-                                                   "splits a model across ranks)");
+  if (spec.topo.expert_parallel > 1 && spec.topo.expert_parallel != spec.topo.tensor_parallel)
+    throw config_error("topology.expert_parallel", "expert_parallel must be 1 or tensor_parallel (" +
+                                                       std::to_string(spec.topo.tensor_parallel) +
+                                                       "): the experts split over the tensor-parallel ranks");
   if (!spec.transport.cfg.has(transport_keys::devices)) return;  // a transport without the key takes any memory
   const std::string& devices = spec.transport.cfg.get_string(transport_keys::devices);
   const std::string kind = be.dev().kind == device_kind::cpu ? "cpu" : "cuda";
@@ -33,7 +34,8 @@ tp_group join_ranks(const pipeline_spec& spec, transport& comm, const weight_for
                                                 " ranks, topology.ranks is " + std::to_string(spec.topo.ranks));
   if (comm.world_size() == 1) return {};
   check_ranks_agree(comm, rank_identity::of(spec, weights, model_file));
-  return {.rank = comm.rank(), .size = spec.topo.tensor_parallel, .comm = &comm};
+  return {.rank = comm.rank(), .size = spec.topo.tensor_parallel, .comm = &comm,
+          .expert_parallel = spec.topo.expert_parallel};
 }
 
 std::unique_ptr<model> lead_ranks(std::unique_ptr<model> m, transport& comm, const pipeline_spec& spec) {

@@ -15,7 +15,8 @@
 
 namespace tandem {
 
-// config_error for what validates but does not run yet (pipeline / expert parallel), and
+// config_error for what validates but does not run yet (pipeline parallel, expert parallel
+// other than over the tensor-parallel ranks), and
 // when the transport does not declare the backend's device among those it serves.
 void check_topology_runs(const pipeline_spec& spec, const backend& be);
 
