@@ -186,3 +186,35 @@ BOOST_AUTO_TEST_CASE(stop_strings_hold_back_and_match) {
   BOOST_TEST(k.push("a").text == "a");
   BOOST_TEST(k.push("b").stopped);
 }
+
+// Every request field of OpenAI's chat and completions APIs: each is read (and so honoured)
+// or refused with a 400 naming it, never accepted and ignored.
+BOOST_AUTO_TEST_CASE(every_openai_field_is_honoured_or_refused) {
+  const std::vector<std::pair<std::string, std::string>> honoured_chat = {
+      {"model", R"("m")"}, {"frequency_penalty", "0.5"}, {"logit_bias", R"({"1":1})"}, {"logprobs", "true"},
+      {"max_completion_tokens", "4"}, {"max_tokens", "4"}, {"n", "2"}, {"parallel_tool_calls", "true"},
+      {"presence_penalty", "0.5"}, {"response_format", R"({"type":"text"})"}, {"response_format", R"({"type":"json_object"})"},
+      {"seed", "1"}, {"stop", R"("x")"},
+      {"store", "false"}, {"stream", "true"}, {"temperature", "0.5"}, {"top_p", "0.5"}, {"user", R"("u")"},
+      {"tools", R"([{"type":"function","function":{"name":"f"}}])"},
+  };
+  for (const auto& [k, v] : honoured_chat)
+    BOOST_CHECK_NO_THROW(chat("{" + msgs + R"(,")" + k + R"(":)" + v + "}"));
+  const std::vector<std::pair<std::string, std::string>> refused_chat = {
+      {"audio", "{}"}, {"function_call", R"("auto")"}, {"functions", "[]"}, {"metadata", "{}"},
+      {"modalities", R"(["text"])"}, {"prediction", "{}"}, {"prompt_cache_key", R"("k")"},
+      {"reasoning_effort", R"("low")"}, {"safety_identifier", R"("s")"}, {"service_tier", R"("auto")"},
+      {"verbosity", R"("low")"}, {"web_search_options", "{}"}, {"store", "true"},
+      {"response_format", R"("json_object")"}, {"echo", "true"}, {"best_of", "2"},
+  };
+  for (const auto& [k, v] : refused_chat) expect_400("{" + msgs + R"(,")" + k + R"(":)" + v + "}", k == "response_format" ? "response_format" : k);
+  const std::vector<std::pair<std::string, std::string>> honoured_completion = {
+      {"echo", "true"}, {"frequency_penalty", "0.5"}, {"logit_bias", R"({"1":1})"}, {"logprobs", "2"},
+      {"max_tokens", "4"}, {"n", "2"}, {"presence_penalty", "0.5"}, {"seed", "1"}, {"stop", R"(["x"])"},
+      {"stream", "true"}, {"temperature", "0.5"}, {"top_p", "0.5"}, {"user", R"("u")"},
+  };
+  for (const auto& [k, v] : honoured_completion)
+    BOOST_CHECK_NO_THROW(completion(R"({"prompt":"a",")" + k + R"(":)" + v + "}"));
+  for (const std::string k : {"best_of", "suffix", "tools", "messages", "top_logprobs", "max_completion_tokens"})
+    expect_400(R"({"prompt":"a",")" + k + R"(":1})", k, false);
+}
