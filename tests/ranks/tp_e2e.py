@@ -8,8 +8,8 @@ usage: tp_e2e.py TANDEM_EXE
   identity is not guaranteed by arithmetic; it holds on these prompts, and a failure here
   names the prompt to look at.
 - ranks that disagree (a different engine.seed on the worker) are refused on both, naming it;
-- a worker killed mid-request: the request ends with an error, later ones fail at once, and
-  nothing waits longer than the transport's timeout;
+- a worker killed mid-request: the request ends with an error, later ones fail at once,
+  /health answers 503 naming it, and nothing waits longer than the transport's timeout;
 - bad topology / transport settings are validate-time errors.
 """
 import json
@@ -128,6 +128,11 @@ class TensorParallel(unittest.TestCase):
                 reply = e.read().decode()
             self.assertLess(time.time() - t0, 10)
             self.assertIn("ranks are lost", reply)
+            # /health says so too (a load balancer takes the server out).
+            with self.assertRaises(urllib.error.HTTPError) as health:
+                urllib.request.urlopen(base + "/health", timeout=10)
+            self.assertEqual(health.exception.code, 503)
+            self.assertIn("ranks are lost", health.exception.read().decode())
         finally:
             w.kill()
             w.communicate(timeout=30)

@@ -44,6 +44,9 @@ class runtime {
   int64_t max_model_len() const;
   int64_t kv_pool_tokens() const;  // the KV pool's pages x page_size
   const std::vector<std::string>& summary() const;  // start-up lines: plugins, model, KV pool
+  // Why the model's other ranks are lost (a worker died or stalled: a collective or the idle
+  // heartbeat failed); empty while they serve, and always in a world of one. Any thread.
+  std::string ranks_failure() const;
   // Bytes of weights one decode step reads (every tensor once; a tied LM head counts once).
   size_t weight_bytes_per_token() const;
 

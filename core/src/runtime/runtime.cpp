@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <fmt/format.h>
 
+#include "rank_setup.hpp"
+#include "step_broadcast.hpp"
 #include "registry.hpp"
 #include "tandem/backend.hpp"
 #include "tandem/chat_prompt.hpp"
@@ -33,6 +35,7 @@ struct runtime::impl {
   std::unique_ptr<tokenizer> tok;
   std::unique_ptr<chat_template> chat;
   std::unique_ptr<model> mdl;
+  const broadcasting_model* lead = nullptr;  // mdl when it drives other ranks
   std::unique_ptr<engine> eng;
   std::string bos_text, eos_text;
   int64_t max_model_len = 0;
@@ -101,7 +104,12 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   m.weights->open(model_file);
 
   m.be = m.host->create<backend>(m.spec.backend.name, m.spec.backend.cfg);
+  check_topology_runs(m.spec, *m.be);
+  if (m.spec.transport.cfg.has(transport_keys::rank) && m.spec.transport.cfg.get_int(transport_keys::rank) != 0)
+    throw config_error("transport.rank", "this process is rank 0; start the other ranks with `tandem worker --rank R`");
+  if (m.spec.topo.ranks > 1) say(fmt::format("rank 0 of {}: waiting for the other ranks", m.spec.topo.ranks));
   m.comm = m.host->create<transport>(m.spec.transport.name, m.spec.transport.cfg);
+  const tp_group tp = join_ranks(m.spec, *m.comm, *m.weights, model_file);  // rank_setup.hpp
   m.sched = m.host->create<scheduler>(m.spec.scheduler.name, m.spec.scheduler.cfg);
   if (m.spec.drafter) {
     m.draft = m.host->create<drafter>(m.spec.drafter->name, m.spec.drafter->cfg);
@@ -118,7 +126,7 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   if (m.tok->eos() >= 0) m.eos_text = m.tok->token_bytes(m.tok->eos());
 
   say(fmt::format("loading weights onto {}", m.be->describe()));
-  m.mdl = create_model(*m.be, *m.weights, model_file.string());
+  m.mdl = create_model(*m.be, *m.weights, model_file.string(), tp);
   const model_info& info = m.mdl->info();
   const int64_t want_len = m.spec.engine.get_int("max_model_len");
   m.max_model_len = want_len > 0 ? want_len : info.context;
@@ -128,10 +136,14 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   const int64_t pages = kv_pages_for(m.spec, *m.be, per_token, m.max_model_len);
   m.mdl->allocate_kv(pages, page);
   m.kv_pool_tokens = pages * page;
+  tell_workers_kv_pool(*m.comm, pages, page);
+  // From here on the model broadcasts each step to the workers (so the engine does not).
+  m.mdl = lead_ranks(std::move(m.mdl), *m.comm, m.spec);
+  m.lead = dynamic_cast<const broadcasting_model*>(m.mdl.get());
   engine::parts parts;
   parts.model = m.mdl.get();
   parts.sched = m.sched.get();
-  parts.comm = m.comm.get();
+  parts.comm = m.comm->world_size() > 1 ? nullptr : m.comm.get();
   parts.end_of_generation = m.tok->end_of_generation_ids();
   parts.max_model_len = m.max_model_len;
   parts.kv_pages = pages;
@@ -178,6 +190,9 @@ int64_t runtime::max_model_len() const { return impl_->max_model_len; }
 int64_t runtime::kv_pool_tokens() const { return impl_->kv_pool_tokens; }
 const std::vector<std::string>& runtime::summary() const { return impl_->summary; }
 const chat_template* runtime::chat() const { return impl_->chat.get(); }
+std::string runtime::ranks_failure() const {
+  return impl_->lead ? impl_->lead->failure().value_or(std::string()) : std::string();
+}
 
 size_t runtime::weight_bytes_per_token() const {
   size_t total = 0;

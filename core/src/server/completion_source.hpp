@@ -46,6 +46,9 @@ class completion_source {
 
   virtual source_state state() const = 0;
   virtual std::string failure() const { return {}; }
+  // Why a ready source can no longer serve (the model's other ranks are lost); empty while
+  // it can. /health answers 503 with it.
+  virtual std::string unhealthy() const { return {}; }
   virtual std::vector<std::string> summary() const { return {}; }
 
   // Valid once state() is ready.

@@ -76,7 +76,11 @@ route_result router::handle(std::string_view method, std::string_view target, st
 reply router::health() const {
   if (ctx_.stopping) return {503, error_body(503, "the server is shutting down")};
   switch (ctx_.source->state()) {
-    case source_state::ready: return {200, R"({"status":"ok"})"};
+    case source_state::ready: {
+      const std::string why = ctx_.source->unhealthy();
+      if (!why.empty()) return {503, error_body(503, why)};
+      return {200, R"({"status":"ok"})"};
+    }
     case source_state::loading: return {503, error_body(503, "the model is still loading")};
     case source_state::dead: break;
   }

@@ -39,6 +39,9 @@ class runtime_source final : public completion_source {
     std::lock_guard l(mu_);
     return failure_;
   }
+  std::string unhealthy() const override {
+    return state_ == source_state::ready ? rt_->ranks_failure() : std::string();
+  }
   std::vector<std::string> summary() const override { return rt_ ? rt_->summary() : std::vector<std::string>{}; }
 
   const std::string& model_name() const override {
