@@ -65,10 +65,12 @@ kv_spec glm_model::kv_needs() const {
 
 void glm_model::allocate_kv(int64_t kv_pages, int page_size) {
   if (latent_kv_) throw error("glm_model: the KV pool is already allocated");
+  records_ = be_.dev().kind != device_kind::cpu;
+  pad_page_ = static_cast<int32_t>(kv_pages);  // private to padding rows of recorded steps
   for (const kv_group& g : kv_needs().groups) {
     kv_layout lay;
     lay.n_layers = g.n_layers;
-    lay.n_pages = kv_pages;
+    lay.n_pages = kv_pages + (records_ ? 1 : 0);
     lay.page_size = page_size;
     lay.n_kv_heads = g.heads;
     lay.head_dim = g.dims;
@@ -84,6 +86,7 @@ tensor_view glm_model::act(scratch& s, int64_t rows, int64_t cols) {
   if (s.bytes < need) {
     s.buf = be_.alloc(need);
     s.bytes = need;
+    ++generation_;  // recorded steps of older generations name freed buffers
   }
   return tensor_view::contiguous(s.buf->data(), t, {rows, cols}, be_.dev());
 }
@@ -93,6 +96,7 @@ tensor_view glm_model::f32(scratch& s, int64_t rows, int64_t cols) {
   if (s.bytes < need) {
     s.buf = be_.alloc(need);
     s.bytes = need;
+    ++generation_;  // recorded steps of older generations name freed buffers
   }
   return tensor_view::contiguous(s.buf->data(), dtype::f32, {rows, cols}, be_.dev());
 }
@@ -102,6 +106,7 @@ tensor_view glm_model::ints(scratch& s, int64_t n, int64_t cols) {
   if (s.bytes < need) {
     s.buf = be_.alloc(need);
     s.bytes = need;
+    ++generation_;  // recorded steps of older generations name freed buffers
   }
   if (cols == 1) return tensor_view::contiguous(s.buf->data(), dtype::i32, {n}, be_.dev());
   return tensor_view::contiguous(s.buf->data(), dtype::i32, {n, cols}, be_.dev());
@@ -139,14 +144,59 @@ tensor_view as_heads(tensor_view v, int64_t heads) {  // [n, heads * d] -> [n, h
 
 }  // namespace
 
-void glm_model::prepare_step(const step_plan& plan, bool all_logits) {
+namespace {
+
+// Batch sizes decode steps are padded to (as llama_model's), each recorded once per
+// workspace generation and page-table width.
+constexpr int64_t recorded_sizes[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+
+int64_t recorded_size(int64_t n) {
+  for (int64_t b : recorded_sizes)
+    if (b >= n) return b;
+  return 0;
+}
+
+// The page-table width of a recorded step: the widest sequence's pages rounded up to a
+// power of two (at least 16), so a handful of widths cover every context up to 1M tokens
+// without a 1M-token table on every step.
+int64_t table_width(const step_plan& plan) {
+  int64_t w = 16;
+  size_t most = 0;
+  for (const auto& s : plan.seqs) most = std::max(most, s.pages.size());
+  while (w < static_cast<int64_t>(most)) w *= 2;
+  return w;
+}
+
+}  // namespace
+
+int64_t glm_model::decode_batch(const step_plan& plan, bool all_logits) const {
+  if (!records_ || all_logits || !taps_.empty() || plan.seqs.empty()) return 0;
+  for (const auto& s : plan.seqs)
+    if (s.tokens.size() != 1 || !s.sample || s.logit_rows != 1) return 0;
+  return recorded_size(static_cast<int64_t>(plan.seqs.size()));
+}
+
+void glm_model::prepare_step(const step_plan& plan, bool all_logits, int64_t padded) {
   if (!latent_kv_) throw error("glm_model: forward before allocate_kv");
   const int page = latent_kv_->layout().page_size;
-  const step_inputs in = make_step_inputs(plan, page, cfg_.vocab, all_logits);
+  step_inputs in = make_step_inputs(plan, page, cfg_.vocab, all_logits, padded > 0 ? table_width(plan) : 1, padded);
+  n_tokens_ = static_cast<int64_t>(in.ids.size());
+  n_rows_ = static_cast<int64_t>(in.rows.size());
+  for (int64_t i = static_cast<int64_t>(plan.seqs.size()); i < padded; ++i) {
+    // A padding row: token 0 at position 0 of the private pad page, with its own logits row.
+    in.rows.push_back(static_cast<int32_t>(in.ids.size()));
+    in.ids.push_back(0);
+    in.pos.push_back(0);
+    in.slots.push_back(pad_page_ * page);
+    in.qstart.push_back(static_cast<int32_t>(in.ids.size()));
+    in.lens.push_back(1);
+    in.table[i * in.max_pages] = pad_page_;
+  }
   const int64_t n = static_cast<int64_t>(in.ids.size());
   const int64_t seqs = static_cast<int64_t>(in.lens.size());
-  n_tokens_ = n;
-  n_rows_ = static_cast<int64_t>(in.rows.size());
+  n_step_tokens_ = n;
+  n_logit_rows_ = static_cast<int64_t>(in.rows.size());
+  table_width_ = in.max_pages;
   batch_.n_seqs = static_cast<int>(seqs);
   batch_.n_tokens = static_cast<int>(n);
   batch_.max_pages_per_seq = static_cast<int>(in.max_pages);
@@ -168,8 +218,25 @@ void glm_model::forward(const step_plan& plan, const forward_options& opt) {
     if (l < 0 || l >= cfg_.n_layers)
       throw error(fmt::format("glm_model: hidden state of layer {} asked, the model has {}", l, cfg_.n_layers));
   taps_ = opt.hidden_layers;
-  prepare_step(plan, opt.all_logits);
-  const int64_t n = n_tokens_;
+  const int64_t padded = decode_batch(plan, opt.all_logits);
+  prepare_step(plan, opt.all_logits, padded);
+  const int64_t n = n_step_tokens_;
+  auto body = [this, n] { run_stack(n); };
+  if (padded == 0) return body();
+  // A decode step of a recordable shape. Its first run is eager, so every buffer reaches its
+  // size outside a recording; later runs replay what the backend recorded. The key names
+  // what the recorded kernels captured: buffer addresses (generation), page-table width and
+  // batch size.
+  auto key = [&] { return generation_ << 40 | static_cast<uint64_t>(table_width_) << 8 | static_cast<uint64_t>(padded); };
+  if (!warmed_.contains(key())) {
+    body();
+    warmed_.insert(key());
+    return;
+  }
+  be_.run_recorded(key(), body);
+}
+
+void glm_model::run_stack(int64_t n) {
   tensor_view x = act(s_x_, n, cfg_.hidden);
   if (!taps_.empty()) act(s_taps_, static_cast<int64_t>(taps_.size()) * n, cfg_.hidden);
   be_.embed(*embed_, ids_, x);
@@ -182,11 +249,11 @@ void glm_model::forward(const step_plan& plan, const forward_options& opt) {
 void glm_model::logits_of(const linear_weight& head, const device_buffer& norm, int64_t n) {
   tensor_view x = act(s_x_, n, cfg_.hidden), h = act(s_h_, n, cfg_.hidden);
   be_.add_rms_norm(x, act(s_proj_, n, cfg_.hidden), norm_view(norm, cfg_.hidden), cfg_.rms_eps, h);
-  if (n_rows_ == 0) return;
-  tensor_view rh = act(s_rows_h_, n_rows_, cfg_.hidden);
+  if (n_logit_rows_ == 0) return;
+  tensor_view rh = act(s_rows_h_, n_logit_rows_, cfg_.hidden);
   be_.gather_rows(h, rows_, rh);
   if (tp_.split()) return split_logits(head, rh);
-  be_.linear(head, rh, f32(s_logits_, n_rows_, cfg_.vocab));
+  be_.linear(head, rh, f32(s_logits_, n_logit_rows_, cfg_.vocab));
 }
 
 tensor_view glm_model::normed_hidden_states() const {
@@ -202,7 +269,7 @@ void glm_model::forward_mtp(const step_plan& plan, tensor_view prev_hidden, int 
   if (prev_hidden.ndim != 2 || prev_hidden.shape[0] != plan.n_tokens() || prev_hidden.shape[1] != cfg_.hidden)
     throw error("glm_model: forward_mtp needs prev_hidden [plan tokens, hidden]");
   taps_.clear();
-  prepare_step(plan, all_logits);
+  prepare_step(plan, all_logits, 0);
   const int64_t n = n_tokens_, H = cfg_.hidden;
   // [enorm(embed(t)) | hnorm(h)] side by side in one [n, 2H] buffer, then eh_proj into x.
   // prev_hidden may be normed_hidden_states() itself (s_h_), which nothing here writes

@@ -19,6 +19,7 @@
 // the MLP outputs are partial sums that one all-reduce each completes.
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "common/tp_shard.hpp"
@@ -109,7 +110,11 @@ class glm_model final : public model {
 
   void load_weights(const weight_format& w, bool dsa);
   void load_layer(const weight_format& w, glm_layer& L, int l, bool own_indexer, bool sparse, int& slot);
-  void prepare_step(const step_plan& plan, bool all_logits);  // batch_, ids, rows of a plan
+  // The batch a decode step is padded to so the backend may record it (0: run it eagerly).
+  int64_t decode_batch(const step_plan& plan, bool all_logits) const;
+  // batch_, ids, rows of a plan, and padded - plan sequences padding rows (padded > 0).
+  void prepare_step(const step_plan& plan, bool all_logits, int64_t padded);
+  void run_stack(int64_t n);  // embed, every layer, the logits rows: one step's kernels
   // One decoder layer; `first`: x is fresh (no previous layer's output to add).
   void run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool first);
   void logits_of(const linear_weight& head, const device_buffer& norm, int64_t n);
@@ -147,7 +152,12 @@ class glm_model final : public model {
   std::vector<int32_t> ep_rows_, ep_ids_;
   std::vector<float> ep_w_;
   std::vector<int> taps_;
-  int64_t n_tokens_ = 0, n_rows_ = 0;
+  // The plan's tokens and logits rows; the step's, with padding rows (recorded steps).
+  int64_t n_tokens_ = 0, n_rows_ = 0, n_step_tokens_ = 0, n_logit_rows_ = 0, table_width_ = 0;
+  bool records_ = false;       // the backend may record steps: pad decode batches for it
+  int32_t pad_page_ = 0;       // the extra KV page padding rows write to
+  uint64_t generation_ = 0;    // bumped whenever a scratch buffer is reallocated
+  std::set<uint64_t> warmed_;  // step keys run once eagerly (buffers at their size)
 };
 
 }  // namespace tandem::glm
