@@ -86,7 +86,7 @@ def test_required_is_a_call_or_an_error(client, model):
     {"tool_choice": "bogus"},
     {"tool_choice": {"type": "function", "function": {"name": "launch_rockets"}}},
     {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}]},
-    {"response_format": {"type": "json_object"}},
+    {"response_format": {"type": "json_object", "schema": {}}},
     {"response_format": {"type": "sound"}},
     {"extra_body": {"guided_json": {}}},
 ])

@@ -24,6 +24,7 @@ class transport;
 class model;
 class kv_pool;
 class drafter;
+class compiled_grammar;
 
 enum class finish_reason : uint8_t { none, stop, length, cancelled, error };
 std::string_view name(finish_reason r);
@@ -63,6 +64,9 @@ struct generation_request {
   int32_t prompt_logprobs = -1;          // -1 none; k: every prompt token's logprob and top k
   std::string cache_salt;   // tenant isolation: only requests with the same salt share pages
   std::string session;      // conversation id: under session retention its chain stays cached
+  // Structured output: every sampled token is one the grammar allows (tandem/grammar.hpp);
+  // null = unconstrained.
+  std::shared_ptr<const compiled_grammar> grammar;
   std::function<void(const token_event&)> on_event;
 };
 

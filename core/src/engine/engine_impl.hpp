@@ -13,6 +13,7 @@
 
 #include "prefix_cache.hpp"
 #include "tandem/engine.hpp"
+#include "tandem/grammar.hpp"
 #include "tandem/kv_pool.hpp"
 
 namespace tandem {
@@ -32,6 +33,7 @@ struct sequence {
   int64_t hit_tokens = -1;      // cached tokens at first admission
   bool held = false;            // the scheduler is holding it back
   bool done = false;            // finished this step; removed from running
+  std::unique_ptr<grammar_matcher> matcher;  // req.grammar's state after the generated tokens
 };
 
 struct engine::impl {

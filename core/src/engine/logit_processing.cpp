@@ -44,9 +44,8 @@ std::vector<std::pair<int32_t, float>> top_of(const log_softmax& lp, int vocab, 
 
 }  // namespace
 
-int32_t sample_with_penalties(const float* logits, int vocab, const generation_request& r,
-                              const sampling_params& p, std::span<const int32_t> generated) {
-  std::vector<float> row(logits, logits + vocab);
+void apply_penalties(std::vector<float>& row, const generation_request& r, std::span<const int32_t> generated) {
+  const int vocab = static_cast<int>(row.size());
   std::unordered_map<int32_t, int> counts;
   for (int32_t t : generated) ++counts[t];
   for (auto [tok, n] : counts) {
@@ -55,6 +54,12 @@ int32_t sample_with_penalties(const float* logits, int vocab, const generation_r
   }
   for (const token_bias& b : r.logit_bias)
     if (b.token >= 0 && b.token < vocab) row[b.token] += b.bias;
+}
+
+int32_t sample_with_penalties(const float* logits, int vocab, const generation_request& r,
+                              const sampling_params& p, std::span<const int32_t> generated) {
+  std::vector<float> row(logits, logits + vocab);
+  apply_penalties(row, r, generated);
   return ref::sample_row(row.data(), vocab, p);
 }
 

@@ -5,6 +5,8 @@
 #include "prompt_logprobs.hpp"
 
 #include "engine_impl.hpp"
+#include "grammar_sampling.hpp"
+#include "grammar_sequence.hpp"
 #include "logit_processing.hpp"
 #include "tandem/model.hpp"
 #include "tandem_ref/sampling.hpp"
@@ -45,7 +47,8 @@ std::vector<int32_t> engine::impl::sample_all_rows(const std::vector<sequence*>&
     const size_t j = ids.size();
     const float* last = row(offset - 1);
     std::span<const int32_t> out(s.tokens.data() + s.prompt_len, s.tokens.size() - static_cast<size_t>(s.prompt_len));
-    ids.push_back(sample_with_penalties(last, vocab, s.req, params[j], out));
+    ids.push_back(s.req.grammar ? sample_with_grammar(last, vocab, s.req, params[j], out, *grammar_of(s))
+                                : sample_with_penalties(last, vocab, s.req, params[j], out));
     if (s.req.logprobs >= 0) fill_logprobs(last, vocab, ids[j], s.req.logprobs, events[j]);
   }
   return ids;

@@ -17,6 +17,8 @@
 #include <fmt/format.h>
 
 #include "engine_impl.hpp"
+#include "grammar_sampling.hpp"
+#include "grammar_sequence.hpp"
 #include "logit_processing.hpp"
 #include "tandem/drafter.hpp"
 #include "tandem/error.hpp"
@@ -78,7 +80,7 @@ std::vector<engine::impl::verdict> engine::impl::verify(const std::vector<sequen
   const auto vocab = static_cast<size_t>(p.model->info().vocab);
   size_t row = 0;  // first logits row of samplers[j]
   for (size_t j = 0; j < samplers.size(); ++j) {
-    const sequence& s = *samplers[j];
+    sequence& s = *samplers[j];
     const std::vector<int32_t>& draft = *drafts[j];
     verdict& v = out[j];
     v.proposed = static_cast<int>(draft.size());
@@ -89,7 +91,10 @@ std::vector<engine::impl::verdict> engine::impl::verify(const std::vector<sequen
     for (size_t r = 0; r <= draft.size(); ++r) {
       const float* lr = host ? logits.data() + (row + r) * vocab : nullptr;
       int32_t tok = ids[row + r];
-      if (has_penalties(s.req)) tok = sample_with_penalties(lr, static_cast<int>(vocab), s.req, params[row + r], context);
+      // Under a grammar, row r is masked by the matcher's state after the draft tokens before
+      // it (each one accepted only because it was sampled): drafts are checked, never trusted.
+      if (s.req.grammar) tok = sample_with_grammar(lr, static_cast<int>(vocab), s.req, params[row + r], context, *grammar_of(s));
+      else if (has_penalties(s.req)) tok = sample_with_penalties(lr, static_cast<int>(vocab), s.req, params[row + r], context);
       token_event ev;
       if (s.req.logprobs >= 0) fill_logprobs(lr, static_cast<int>(vocab), tok, s.req.logprobs, ev);
       v.tokens.push_back(tok);

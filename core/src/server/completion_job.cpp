@@ -76,6 +76,7 @@ void completion_job::start() {
     r.presence_penalty = g.presence_penalty;
     r.frequency_penalty = g.frequency_penalty;
     r.logit_bias = g.logit_bias;
+    r.grammar = g.grammar;
     if (spec_.echo && g.logprobs >= 0) r.prompt_logprobs = g.logprobs;
     r.session = g.user;  // the OpenAI `user` keys session retention of the prefix cache
     // Runs on the generation thread: only hand the event over.

@@ -15,6 +15,7 @@
 
 #include "tandem/chat_template.hpp"
 #include "tandem/engine.hpp"
+#include "tandem/grammar.hpp"
 #include "tandem/server.hpp"
 
 namespace tandem {
@@ -76,6 +77,10 @@ class completion_source {
   // skip_special = false keeps special tokens in the text (tool-call markers are special
   // tokens in some vocabularies, GLM's among them).
   virtual std::unique_ptr<text_decoder> decoder(bool skip_special = true) const = 0;
+
+  // The compiler of structured-output grammars over this model's vocabulary (made on first
+  // use; thread-safe); null when the source cannot constrain its output.
+  virtual const grammar_compiler* grammar() const { return nullptr; }
 
   virtual uint64_t submit(generation_request r) = 0;
   virtual void cancel(uint64_t id) = 0;

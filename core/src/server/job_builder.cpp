@@ -33,6 +33,23 @@ void check_length(const completion_source& src, const gen_params& g, size_t prom
                                   ctx, p + *g.max_tokens, p, *g.max_tokens), "max_tokens");
 }
 
+// response_format json_object / json_schema: the grammar compiled over the model's vocabulary
+// (what xgrammar cannot compile is a 400 naming the schema).
+void compile_response_format(const completion_source& src, gen_params& g) {
+  if (!g.response_format) return;
+  if (g.ignore_eos)
+    throw bad_request("'ignore_eos' cannot be combined with 'response_format': the output ends where the grammar does",
+                      "ignore_eos");
+  const grammar_compiler* gc = src.grammar();
+  if (!gc) throw bad_request("this model cannot constrain its output to a grammar", "response_format");
+  try {
+    g.grammar = gc->compile(*g.response_format);
+  } catch (const grammar_error& e) {
+    throw bad_request(fmt::format("'response_format.json_schema.schema' is not a schema this server can follow: {}", e.what()),
+                      "response_format.json_schema.schema");
+  }
+}
+
 job_spec common(const completion_source& src, gen_params g) {
   check_model(src, g);
   check_ids(src, g.stop_token_ids, "stop_token_ids");
@@ -40,6 +57,7 @@ job_spec common(const completion_source& src, gen_params g) {
     if (b.token >= src.vocab_size())
       throw bad_request(fmt::format("'logit_bias' holds token id {}, outside the vocabulary ({} tokens)", b.token,
                                     src.vocab_size()), "logit_bias");
+  compile_response_format(src, g);
   job_spec s;
   s.gen = std::move(g);
   return s;
@@ -49,6 +67,9 @@ job_spec common(const completion_source& src, gen_params g) {
 
 job_spec build_chat_job(const completion_source& src, chat_request r) {
   job_spec s = common(src, std::move(r.gen));
+  if (s.gen.grammar && r.tools.call_required())
+    throw bad_request("'response_format' cannot be combined with tool_choice required or a named function: the "
+                      "output follows the format, so no call could be made", "response_format");
   s.chat = true;
   std::string tools_json = r.tools.tools_json;
   if (r.tools.active() && !src.template_renders_tools()) {

@@ -64,20 +64,54 @@ std::vector<token_bias> parse_logit_bias(const json_fields& f) {
   return out;
 }
 
-// Structured output needs grammar-constrained decoding, which is not built yet: asking for
-// it is refused rather than answered with unconstrained text.
-void check_response_format(const json_fields& f) {
+void reject_keys_but(const boost::json::object& o, std::initializer_list<std::string_view> own, const std::string& path) {
+  for (const auto& [k, v] : o)
+    if (std::find(own.begin(), own.end(), std::string_view(k)) == own.end())
+      throw bad_request(fmt::format("'{}.{}' is not supported by this server", path, std::string_view(k)),
+                        fmt::format("{}.{}", path, std::string_view(k)));
+}
+
+// OpenAI's response_format: text, json_object (any JSON object) or json_schema {name,
+// description, schema, strict}. The schema itself is compiled by job_builder, which turns
+// what xgrammar refuses into a 400 naming response_format.json_schema.schema.
+std::optional<grammar_spec> parse_response_format(const json_fields& f) {
   const auto* v = f.find("response_format");
-  if (!v) return;
+  if (!v) return std::nullopt;
+  if (!v->is_object()) throw bad_request("'response_format' must be an object", "response_format");
   json_fields rf(*v, "response_format");
   const auto type = rf.string("type");
   if (!type) throw bad_request("'response_format.type' is required", "response_format.type");
-  if (*type == "text") return;
-  if (*type == "json_object" || *type == "json_schema")
-    throw bad_request(fmt::format("'response_format' type '{}' is not supported yet: this server has no "
-                                  "grammar-constrained decoding", *type), "response_format");
-  throw bad_request(fmt::format("'response_format.type' must be text, json_object or json_schema; got '{}'", *type),
-                    "response_format.type");
+  if (*type == "text" || *type == "json_object") {
+    reject_keys_but(v->get_object(), {"type"}, "response_format");
+    if (*type == "text") return std::nullopt;
+    return grammar_spec::json_object();
+  }
+  if (*type != "json_schema")
+    throw bad_request(fmt::format("'response_format.type' must be text, json_object or json_schema; got '{}'", *type),
+                      "response_format.type");
+  reject_keys_but(v->get_object(), {"type", "json_schema"}, "response_format");
+  const auto* js = rf.find("json_schema");
+  if (!js || !js->is_object())
+    throw bad_request("'response_format.json_schema' must be an object with 'name' and 'schema'", "response_format.json_schema");
+  reject_keys_but(js->get_object(), {"name", "description", "schema", "strict"}, "response_format.json_schema");
+  json_fields jf(*js, "response_format.json_schema");
+  const auto name = jf.string("name");
+  // OpenAI: a-z, A-Z, 0-9, underscores and dashes, at most 64 characters.
+  const bool name_ok = name && !name->empty() && name->size() <= 64 &&
+                       std::all_of(name->begin(), name->end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                       });
+  if (!name_ok)
+    throw bad_request("'response_format.json_schema.name' is required: 1 to 64 of a-z, A-Z, 0-9, _ and -",
+                      "response_format.json_schema.name");
+  (void)jf.string("description");  // type-checked; it only documents the schema
+  // strict true or false: the output always follows the schema (constrained decoding is
+  // never best-effort here), which is what strict promises.
+  (void)jf.boolean("strict");
+  const auto* schema = jf.find("schema");
+  if (!schema || !(schema->is_object() || schema->is_bool()))
+    throw bad_request("'response_format.json_schema.schema' must be a JSON Schema object", "response_format.json_schema.schema");
+  return grammar_spec::json_schema(boost::json::serialize(*schema));
 }
 
 void parse_sampling(const json_fields& f, gen_params& g) {
@@ -228,7 +262,7 @@ chat_request parse_chat_request(const boost::json::value& body) {
   r.messages = parse_messages(f);
   r.gen = parse_common(f);
   r.tools = parse_tools(f);
-  check_response_format(f);
+  r.gen.response_format = parse_response_format(f);
   if (f.boolean("store").value_or(false))
     throw bad_request("'store' true is not supported: this server keeps no completions", "store");
   if (f.boolean("logprobs").value_or(false)) r.gen.logprobs = 0;

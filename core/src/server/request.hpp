@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tandem/chat_template.hpp"
+#include "tandem/grammar.hpp"
 #include "tandem/sampling_params.hpp"
 #include "tools.hpp"
 
@@ -36,6 +37,8 @@ struct gen_params {
   bool ignore_eos = false;
   std::string user;
   std::vector<token_bias> logit_bias;  // ids checked against the vocabulary by job_builder
+  std::optional<grammar_spec> response_format;       // chat: json_object / json_schema
+  std::shared_ptr<const compiled_grammar> grammar;   // its compiled grammar (job_builder)
 };
 
 struct chat_request {

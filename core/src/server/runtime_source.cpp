@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "completion_source.hpp"
+#include "grammar_vocabulary.hpp"
 #include "tandem/chat_prompt.hpp"
 #include "tandem/logger.hpp"
 #include "tandem/pipeline.hpp"
@@ -75,6 +76,10 @@ class runtime_source final : public completion_source {
   bool template_renders_tools() const override { return renders_tools_; }
   std::string decode(std::span<const int32_t> ids) const override { return rt_->tok().decode(ids); }
   std::string token_bytes(int32_t id) const override { return rt_->tok().token_bytes(id); }
+  const grammar_compiler* grammar() const override {
+    std::call_once(grammar_once_, [this] { grammar_ = std::make_unique<grammar_compiler>(grammar_vocabulary_of(rt_->tok())); });
+    return grammar_.get();
+  }
   std::unique_ptr<text_decoder> decoder(bool skip_special) const override {
     return std::make_unique<runtime_decoder>(rt_->tok(), skip_special);
   }
@@ -199,6 +204,8 @@ class runtime_source final : public completion_source {
   std::string failure_;
   source_stats stats_;
   std::thread loader_, engine_thread_;
+  mutable std::once_flag grammar_once_;
+  mutable std::unique_ptr<grammar_compiler> grammar_;
 };
 
 }  // namespace

@@ -1,0 +1,57 @@
+// grammar_compiler: the tokenizer's vocabulary handed to xgrammar once (TokenizerInfo sorts
+// it into the trie its masks walk), then JSON Schemas compiled against it.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "grammar_xgrammar.hpp"
+
+namespace tandem {
+
+grammar_error::~grammar_error() = default;
+
+namespace {
+
+// {"type": "object"}: OpenAI's json_object is "a valid JSON object", not any JSON value.
+constexpr const char* any_object_schema = R"({"type": "object"})";
+
+xgrammar::TokenizerInfo tokenizer_info(const grammar_vocabulary& v) {
+  if (v.vocab_size < static_cast<int32_t>(v.token_bytes.size()))
+    throw grammar_error(fmt::format("the model's vocabulary ({}) is smaller than the tokenizer's ({})", v.vocab_size,
+                                    v.token_bytes.size()));
+  // RAW: the strings are the tokens' bytes already. Empty strings are xgrammar's special
+  // tokens (never allowed inside the grammar); ids past the tokenizer's are too.
+  return xgrammar::TokenizerInfo(v.token_bytes, xgrammar::VocabType::RAW, v.vocab_size, v.stop_ids, false);
+}
+
+}  // namespace
+
+struct grammar_compiler::impl {
+  int32_t vocab;
+  xgrammar::GrammarCompiler xg;
+  explicit impl(const grammar_vocabulary& v)
+      : vocab(v.vocab_size),
+        xg(tokenizer_info(v), static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)),
+           /*cache_enabled=*/true) {}
+};
+
+grammar_compiler::grammar_compiler(const grammar_vocabulary& vocab) : impl_(std::make_unique<impl>(vocab)) {}
+grammar_compiler::~grammar_compiler() = default;
+int32_t grammar_compiler::vocab_size() const { return impl_->vocab; }
+
+std::shared_ptr<const compiled_grammar> grammar_compiler::compile(const grammar_spec& spec) const {
+  const std::string& schema = spec.k == grammar_spec::kind::json_object ? std::string(any_object_schema) : spec.schema;
+  try {
+    // Compact JSON (no free whitespace): a model that may emit any whitespace can loop on
+    // newlines until max_tokens (vLLM and SGLang default to the same for xgrammar).
+    // strict_mode: properties not in the schema are refused, as OpenAI's strict json_schema.
+    auto g = impl_->xg.CompileJSONSchema(schema, /*any_whitespace=*/false, std::nullopt,
+                                         std::make_pair(std::string(","), std::string(":")), /*strict_mode=*/true);
+    return std::make_shared<const compiled_grammar>(std::move(g), impl_->vocab);
+  } catch (const std::exception& e) {
+    throw grammar_error(e.what());
+  }
+}
+
+}  // namespace tandem

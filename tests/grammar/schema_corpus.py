@@ -1,0 +1,47 @@
+"""The structured-output schema corpus: each JSON Schema with documents that satisfy it.
+
+None stands for response_format json_object (any JSON object). The shapes are those agents
+send: flat records, enums, nested objects, arrays with bounds, optional properties, numbers,
+unions, $defs references, string patterns and formats.
+"""
+
+CORPUS = [
+    (None, [{"answer": 4}, {}, {"a": [1, {"b": None}], "c": "x\"y"}]),
+    ({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+      "required": ["name", "age"]},
+     [{"name": "Ada", "age": 36}, {"name": "", "age": -1}]),
+    ({"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}}, "required": ["color"]},
+     [{"color": "green"}]),
+    ({"type": "object", "properties": {"ok": {"type": "boolean"}, "note": {"type": "string"}},
+      "required": ["ok"]},
+     [{"ok": True}, {"ok": False, "note": "n"}]),
+    ({"type": "object",
+      "properties": {"user": {"type": "object", "properties": {"id": {"type": "integer"},
+                                                                "tags": {"type": "array", "items": {"type": "string"}}},
+                              "required": ["id", "tags"]}},
+      "required": ["user"]},
+     [{"user": {"id": 7, "tags": ["a", "b"]}}, {"user": {"id": 0, "tags": []}}]),
+    ({"type": "object", "properties": {"items": {"type": "array", "items": {"type": "integer"},
+                                                 "minItems": 1, "maxItems": 3}},
+      "required": ["items"]},
+     [{"items": [1]}, {"items": [1, 22, 333]}]),
+    ({"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x", "y"]},
+     [{"x": 3.5, "y": -0.25}, {"x": 1e3, "y": 0}]),
+    ({"type": "object", "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+      "required": ["v"]},
+     [{"v": None}, {"v": "s"}]),
+    ({"type": "object", "$defs": {"pt": {"type": "object", "properties": {"x": {"type": "integer"}},
+                                         "required": ["x"]}},
+      "properties": {"a": {"$ref": "#/$defs/pt"}, "b": {"$ref": "#/$defs/pt"}}, "required": ["a", "b"]},
+     [{"a": {"x": 1}, "b": {"x": 2}}]),
+    ({"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"}},
+      "required": ["code"]},
+     [{"code": "ABC-12"}]),
+    ({"type": "object", "properties": {"when": {"type": "string", "format": "date"}}, "required": ["when"]},
+     [{"when": "2026-12-04"}]),
+    ({"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]}},
+     [[{"k": "a"}, {"k": "b"}], []]),
+    ({"type": "object", "properties": {"s": {"type": "string", "minLength": 2, "maxLength": 5}},
+      "required": ["s"]},
+     [{"s": "ab"}, {"s": "abcde"}]),
+]

@@ -1,0 +1,119 @@
+"""response_format end to end: `tandem serve` on the default model through the openai client.
+
+Every json_schema response of the corpus parses and validates against its schema
+(jsonschema), json_object returns a JSON object, with and without a drafter (speculative
+decoding checks drafts against the grammar), and bad response_format values are 400s naming
+the field.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import jsonschema
+import openai
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from schema_corpus import CORPUS  # noqa: E402
+
+ROOT = Path(os.environ.get("TANDEM_SOURCE_ROOT", Path(__file__).resolve().parents[2]))
+MAX_TOKENS = 160
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, pipeline):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([os.environ.get("TANDEM_BIN", str(ROOT / "build" / "cli" / "tandem")), "serve",
+                                      "--pipeline", str(pipeline), "--port", str(self.port)],
+                                     cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("serving on"):
+            self.proc.kill()
+            raise RuntimeError(f"tandem serve did not start: {line!r}")
+        deadline = time.time() + 180
+        while httpx.get(self.url + "/health").status_code != 200:
+            assert time.time() < deadline, "/health never became 200"
+            time.sleep(0.2)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module", params=["default.yaml", "spec-ngram.yaml"])
+def client(request):
+    s = Server(ROOT / "pipelines" / request.param)
+    yield openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+    assert s.stop() == 0
+
+
+ASK = [{"role": "user", "content": "Describe a person as JSON."}]
+
+
+def _chat(client, response_format, **kw):
+    return client.chat.completions.create(model="", messages=ASK, response_format=response_format,
+                                          max_tokens=MAX_TOKENS, **kw)
+
+
+@pytest.mark.parametrize("i", range(len(CORPUS)))
+def test_json_schema_outputs_validate(client, i):
+    schema = CORPUS[i][0]
+    if schema is None:
+        rf = {"type": "json_object"}
+        schema = {"type": "object"}
+    else:
+        rf = {"type": "json_schema", "json_schema": {"name": f"s{i}", "schema": schema, "strict": True}}
+    for kw in ({"temperature": 0}, {"temperature": 1.0, "seed": i}):
+        r = _chat(client, rf, **kw)
+        c = r.choices[0]
+        # A value the model did not finish within max_tokens is cut (finish_reason length);
+        # any output that ended did so where the grammar may end.
+        if c.finish_reason == "length":
+            continue
+        assert c.finish_reason == "stop", c
+        jsonschema.validate(json.loads(c.message.content), schema)
+
+
+def test_json_object_returns_an_object(client):
+    r = _chat(client, {"type": "json_object"}, temperature=0)
+    assert r.choices[0].finish_reason == "stop"
+    assert isinstance(json.loads(r.choices[0].message.content), dict)
+
+
+def test_streamed_text_is_the_same_json(client):
+    rf = {"type": "json_schema", "json_schema": {"name": "p", "schema": CORPUS[1][0]}}
+    whole = _chat(client, rf, temperature=0).choices[0].message.content
+    parts = [ch.choices[0].delta.content or "" for ch in _chat(client, rf, temperature=0, stream=True) if ch.choices]
+    assert "".join(parts) == whole
+
+
+@pytest.mark.parametrize("rf,param", [
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "sting"}}},
+     "response_format.json_schema.schema"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "#/nowhere"}}},
+     "response_format.json_schema.schema"),
+    ({"type": "json_schema", "json_schema": {"schema": {"type": "object"}}}, "response_format.json_schema.name"),
+    ({"type": "json_schema", "json_schema": {"name": "x"}}, "response_format.json_schema.schema"),
+    ({"type": "json_schema"}, "response_format.json_schema"),
+    ({"type": "json_object", "schema": {}}, "response_format.schema"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {}, "extra": 1}},
+     "response_format.json_schema.extra"),
+    ({"type": "sound"}, "response_format.type"),
+])
+def test_bad_response_formats_are_400_naming_the_field(client, rf, param):
+    with pytest.raises(openai.BadRequestError) as e:
+        _chat(client, rf)
+    assert e.value.body["param"] == param, e.value.body
