@@ -4,10 +4,12 @@
 usage: validate_2xspark.py TANDEM_EXE
 
 - pipelines/glm5-flash-2xspark.yaml validates but for what CI lacks: the 320B EXL3
-  checkpoint (and backend.cuda in a -Dcuda=disabled build), each a clear error; every other
-  section validates on a copy naming the EXL3 fixture directory (and backend.cpu there).
-- pipelines/glm-tiny-2rank-cpu.yaml validates, and is the same graph: the same scheduler,
-  drafter and transport plugins, the scheduler's seed knobs, and the same topology.
+  checkpoint (and backend.cuda / transport.nccl in a build without them), each a clear
+  error; every other section validates on a copy naming the EXL3 fixture directory (and the
+  CPU plugins there).
+- pipelines/glm-tiny-2rank-cpu.yaml validates, and is the same graph: the same scheduler
+  and drafter plugins, the scheduler's seed knobs, and the same topology (over transport.gloo,
+  as CPU ranks need).
 """
 import os
 import re
@@ -39,27 +41,32 @@ class TwoSparkGraph(unittest.TestCase):
     def test_the_two_spark_pipeline_validates(self):
         rc, out = validate(SPARK)
         # Allowed here, and only these: the 320B checkpoint is not in CI, and a build without
-        # CUDA has no backend.cuda. Each is a clear validate error naming what is missing.
-        allowed = ["model: model file 'models/GLM-5.3-Flash-EXL3' not found", "unknown plugin 'backend.cuda'"]
+        # CUDA has no backend.cuda and no transport.nccl. Each is a clear validate error
+        # naming what is missing.
+        allowed = ["model: model file 'models/GLM-5.3-Flash-EXL3' not found", "unknown plugin 'backend.cuda'",
+                   "unknown plugin 'transport.nccl'"]
         errors = [line for line in out.splitlines() if ": error: " in line]
         for e in errors:
             self.assertTrue(any(a in e for a in allowed), e)
         cuda_built = not any(allowed[1] in e for e in errors)
-        # Everything else validates: the same file on the EXL3 fixture directory (and
-        # backend.cpu when backend.cuda is not built).
+        nccl_built = not any(allowed[2] in e for e in errors)
+        # Everything else validates: the same file on the EXL3 fixture directory (and the CPU
+        # plugins where the CUDA ones are not built).
         text = SPARK.read_text().replace("model: models/GLM-5.3-Flash-EXL3",
                                          f"model: {ROOT}/tests/fixtures/exl3/tiny")
         if not cuda_built:
             text = re.sub(r"^backend:.*$", "backend:   { plugin: backend.cpu }", text, flags=re.M)
+        if not nccl_built:
+            text = re.sub(r"^transport:.*$", "transport: { plugin: transport.gloo }", text, flags=re.M)
         with tempfile.TemporaryDirectory() as tmp:
             copy = Path(tmp) / SPARK.name
             copy.write_text(text)
             rc, out = validate(copy)
         self.assertEqual(rc, 0, out)
-        for plugin in ("weights.exl3", "scheduler.warm_bypass", "transport.gloo", "drafter.suffix"):
+        for plugin in ("weights.exl3", "scheduler.warm_bypass", "drafter.suffix"):
             self.assertIn(plugin, out)
-        if cuda_built:
-            self.assertIn("backend.cuda", out)
+        self.assertIn("backend.cuda" if cuda_built else "backend.cpu", out)
+        self.assertIn("transport.nccl" if nccl_built else "transport.gloo", out)
 
     def test_the_seed_knobs_and_the_window(self):
         s = section(SPARK, "scheduler")
@@ -70,8 +77,9 @@ class TwoSparkGraph(unittest.TestCase):
     def test_the_tiny_sibling_validates_and_has_the_same_graph(self):
         rc, out = validate(TINY)
         self.assertEqual(rc, 0, out)
-        for name in ("scheduler", "transport", "drafter"):
+        for name in ("scheduler", "drafter"):  # the transport differs: gloo for CPU ranks
             self.assertEqual(section(TINY, name)["plugin"], section(SPARK, name)["plugin"], name)
+        self.assertEqual(section(SPARK, "transport")["plugin"], "transport.nccl")
         for knob in ("max_wait_ms", "late_cap"):
             self.assertEqual(section(TINY, "scheduler")[knob], section(SPARK, "scheduler")[knob], knob)
         self.assertEqual(section(TINY, "topology"), section(SPARK, "topology"))
