@@ -40,4 +40,22 @@ step_inputs make_step_inputs(const step_plan& plan, int page, int64_t vocab, boo
   return in;
 }
 
+int64_t recorded_batch_size(int64_t n) {
+  for (int64_t b : {1, 2, 4, 8, 12, 16, 24, 32, 48, 64})
+    if (b >= n) return b;
+  return 0;
+}
+
+void pad_step_inputs(step_inputs& in, int64_t padded, int32_t pad_page, int page_size) {
+  for (auto i = static_cast<int64_t>(in.lens.size()); i < padded; ++i) {
+    in.rows.push_back(static_cast<int32_t>(in.ids.size()));
+    in.ids.push_back(0);
+    in.pos.push_back(0);
+    in.slots.push_back(pad_page * page_size);
+    in.qstart.push_back(static_cast<int32_t>(in.ids.size()));
+    in.lens.push_back(1);
+    in.table[i * in.max_pages] = pad_page;
+  }
+}
+
 }  // namespace tandem

@@ -22,4 +22,12 @@ struct step_inputs {
 step_inputs make_step_inputs(const step_plan& plan, int page_size, int64_t vocab, bool all_logits,
                              int64_t min_pages = 1, int64_t table_seqs = 0);
 
+// Recorded decode steps (CUDA graphs) come in a few batch sizes: the smallest of
+// 1, 2, 4, 8, 12, 16, 24, 32, 48, 64 that holds n sequences, 0 above 64 (run eagerly).
+int64_t recorded_batch_size(int64_t n);
+
+// Appends padding sequences to `in` until it has `padded` sequences: each one token 0 at
+// position 0 of `pad_page` (a page no sequence owns), with its own logits row.
+void pad_step_inputs(step_inputs& in, int64_t padded, int32_t pad_page, int page_size);
+
 }  // namespace tandem

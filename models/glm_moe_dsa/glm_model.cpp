@@ -146,16 +146,6 @@ tensor_view as_heads(tensor_view v, int64_t heads) {  // [n, heads * d] -> [n, h
 
 namespace {
 
-// Batch sizes decode steps are padded to (as llama_model's), each recorded once per
-// workspace generation and page-table width.
-constexpr int64_t recorded_sizes[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
-
-int64_t recorded_size(int64_t n) {
-  for (int64_t b : recorded_sizes)
-    if (b >= n) return b;
-  return 0;
-}
-
 // The page-table width of a recorded step: the widest sequence's pages rounded up to a
 // power of two (at least 16), so a handful of widths cover every context up to 1M tokens
 // without a 1M-token table on every step.
@@ -173,7 +163,7 @@ int64_t glm_model::decode_batch(const step_plan& plan, bool all_logits) const {
   if (!records_ || all_logits || !taps_.empty() || plan.seqs.empty()) return 0;
   for (const auto& s : plan.seqs)
     if (s.tokens.size() != 1 || !s.sample || s.logit_rows != 1) return 0;
-  return recorded_size(static_cast<int64_t>(plan.seqs.size()));
+  return recorded_batch_size(static_cast<int64_t>(plan.seqs.size()));
 }
 
 void glm_model::prepare_step(const step_plan& plan, bool all_logits, int64_t padded) {
@@ -182,16 +172,7 @@ void glm_model::prepare_step(const step_plan& plan, bool all_logits, int64_t pad
   step_inputs in = make_step_inputs(plan, page, cfg_.vocab, all_logits, padded > 0 ? table_width(plan) : 1, padded);
   n_tokens_ = static_cast<int64_t>(in.ids.size());
   n_rows_ = static_cast<int64_t>(in.rows.size());
-  for (int64_t i = static_cast<int64_t>(plan.seqs.size()); i < padded; ++i) {
-    // A padding row: token 0 at position 0 of the private pad page, with its own logits row.
-    in.rows.push_back(static_cast<int32_t>(in.ids.size()));
-    in.ids.push_back(0);
-    in.pos.push_back(0);
-    in.slots.push_back(pad_page_ * page);
-    in.qstart.push_back(static_cast<int32_t>(in.ids.size()));
-    in.lens.push_back(1);
-    in.table[i * in.max_pages] = pad_page_;
-  }
+  pad_step_inputs(in, padded, pad_page_, page);
   const int64_t n = static_cast<int64_t>(in.ids.size());
   const int64_t seqs = static_cast<int64_t>(in.lens.size());
   n_step_tokens_ = n;

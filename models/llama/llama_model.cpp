@@ -128,19 +128,6 @@ tensor_view llama_model::norm_view(const device_buffer& b) const {
   return tensor_view::contiguous(b.data(), dtype::f32, {hp_.hidden}, be_.dev());
 }
 
-namespace {
-
-// Batch sizes decode steps are padded to, each recorded once per workspace generation.
-constexpr int64_t recorded_sizes[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
-
-int64_t recorded_size(int64_t n) {
-  for (int64_t b : recorded_sizes)
-    if (b >= n) return b;
-  return 0;
-}
-
-}  // namespace
-
 // A step is recordable when every sequence decodes one token and samples it, and the
 // batch fits a recorded size: then it is padded to that size, its page table gets a fixed
 // width (the context length in pages), and the backend may replay a recorded graph.
@@ -148,7 +135,7 @@ int64_t llama_model::decode_batch(const step_plan& plan, bool all_logits) const 
   if (!records_ || all_logits || !taps_.empty() || plan.seqs.empty()) return 0;
   for (const auto& s : plan.seqs)
     if (s.tokens.size() != 1 || !s.sample) return 0;
-  return recorded_size(static_cast<int64_t>(plan.seqs.size()));
+  return recorded_batch_size(static_cast<int64_t>(plan.seqs.size()));
 }
 
 void llama_model::forward(const step_plan& plan, const forward_options& opt) {
@@ -160,22 +147,13 @@ void llama_model::forward(const step_plan& plan, const forward_options& opt) {
                   std::to_string(hp_.n_layers));
   taps_ = opt.hidden_layers;
   const int page = kv_->layout().page_size;
-  const int64_t n_seqs = static_cast<int64_t>(plan.seqs.size());
   const int64_t padded = decode_batch(plan, all_logits);
   step_inputs in = make_step_inputs(plan, page, hp_.vocab, all_logits,
                                     padded > 0 ? (hp_.context + page - 1) / page : 1, padded);
   auto& [ids, pos, slots, qstart, lens, rows, table, max_pages] = in;
   n_rows_ = static_cast<int64_t>(rows.size());
   n_tokens_ = static_cast<int>(ids.size());
-  for (int64_t i = n_seqs; i < padded; ++i) {  // padding rows: token 0 at position 0 of the pad page
-    rows.push_back(static_cast<int32_t>(ids.size()));
-    ids.push_back(0);
-    pos.push_back(0);
-    slots.push_back(pad_page_ * page);
-    qstart.push_back(static_cast<int32_t>(ids.size()));
-    lens.push_back(1);
-    table[i * max_pages] = pad_page_;
-  }
+  pad_step_inputs(in, padded, pad_page_, page);
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t batch_seqs = static_cast<int64_t>(lens.size());
   n_logits_ = static_cast<int64_t>(rows.size());

@@ -49,7 +49,11 @@ class llama_model final : public model {
   // Computes the plan. Logits are kept for the last token of every sequence with
   // `sample` set, or for every token when opt.all_logits is true.
   void forward(const step_plan& plan, const forward_options& opt = {}) override;
-  void forward(const step_plan& plan, bool all_logits) { forward(plan, forward_options{.all_logits = all_logits}); }
+  void forward(const step_plan& plan, bool all_logits) {
+    forward_options o;
+    o.all_logits = all_logits;
+    forward(plan, o);
+  }
   // One sampled token per logits row (after forward), in row order.
   std::vector<int32_t> sample(const std::vector<sampling_params>& params) override;
   // The logits rows of the last forward, [rows, vocab], copied to the host.
