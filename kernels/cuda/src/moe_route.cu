@@ -21,6 +21,7 @@
 
 #include "common.cuh"
 #include "moe_grouped.cuh"
+#include "tandem_cuda/block_scan.cuh"
 #include "tandem_cuda/moe.hpp"
 
 namespace tandem::cuda {
@@ -131,33 +132,6 @@ __global__ void __launch_bounds__(route_warps * 32) route_kernel(const float* __
     ids[t * r.top_k + lane] = mine;
     weights[t * r.top_k + lane] = w;
   }
-}
-
-// Exclusive prefix sum over the 1024-thread block; *total = the sum of all v. s_warp: 32 ints.
-__device__ int block_exclusive_scan(int v, int* s_warp, int* total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int incl = v;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int o = __shfl_up_sync(0xffffffffu, incl, d);
-    if (lane >= d) incl += o;
-  }
-  if (lane == 31) s_warp[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    int w = s_warp[lane];
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int o = __shfl_up_sync(0xffffffffu, w, d);
-      if (lane >= d) w += o;
-    }
-    s_warp[lane] = w;
-  }
-  __syncthreads();
-  const int r = (warp ? s_warp[warp - 1] : 0) + incl - v;
-  *total = s_warp[31];
-  __syncthreads();  // s_warp is reused by the next scan
-  return r;
 }
 
 __global__ void __launch_bounds__(1024) plan_kernel(const int32_t* __restrict__ ids, int P, int top_k, int E,

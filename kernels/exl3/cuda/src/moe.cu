@@ -51,10 +51,13 @@
 #include <vector>
 
 #include "hadamard.cuh"
+#include "tandem_cuda/block_scan.cuh"
 #include "tandem_exl3_cuda/exl3_moe.hpp"
 
 namespace tandem::exl3::cuda {
 namespace {
+
+using ::tandem::cuda::block_exclusive_scan;
 
 constexpr int threads = 256;       // 8 warps per CTA
 constexpr int MR = 64;             // rows per chunk
@@ -178,33 +181,6 @@ __device__ __forceinline__ void store4_scaled(__half* dst, const float v[4]) {
   o.x = *reinterpret_cast<uint32_t*>(&h0);
   o.y = *reinterpret_cast<uint32_t*>(&h1);
   *reinterpret_cast<uint2*>(dst) = o;
-}
-
-// Exclusive prefix sum over a 1024-thread block; *total = the sum of all v.
-__device__ int block_exclusive_scan(int v, int* s_warp, int* total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int incl = v;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int o = __shfl_up_sync(0xffffffffu, incl, d);
-    if (lane >= d) incl += o;
-  }
-  if (lane == 31) s_warp[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    int w = s_warp[lane];
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int o = __shfl_up_sync(0xffffffffu, w, d);
-      if (lane >= d) w += o;
-    }
-    s_warp[lane] = w;
-  }
-  __syncthreads();
-  const int r = (warp ? s_warp[warp - 1] : 0) + incl - v;
-  *total = s_warp[31];
-  __syncthreads();  // s_warp is reused by the next scan
-  return r;
 }
 
 // The k split of a launch with `items` (chunk, tile) items: 1 unless the rows fit a partial
