@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string>
 #include <thread>
 
 #include "grammar_xgrammar.hpp"
@@ -23,6 +24,17 @@ xgrammar::TokenizerInfo tokenizer_info(const grammar_vocabulary& v) {
   // RAW: the strings are the tokens' bytes already. Empty strings are xgrammar's special
   // tokens (never allowed inside the grammar); ids past the tokenizer's are too.
   return xgrammar::TokenizerInfo(v.token_bytes, xgrammar::VocabType::RAW, v.vocab_size, v.stop_ids, false);
+}
+
+// xgrammar's fatal errors read "[hh:mm:ss] path/file.cc:line: message\n": a client needs the message.
+std::string without_source_location(std::string m) {
+  if (!m.empty() && m.front() == '[') {
+    const size_t close = m.find("] ");
+    const size_t colon = close == std::string::npos ? close : m.find(": ", close + 2);
+    if (colon != std::string::npos) m.erase(0, colon + 2);
+  }
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  return m;
 }
 
 }  // namespace
@@ -50,7 +62,7 @@ std::shared_ptr<const compiled_grammar> grammar_compiler::compile(const grammar_
                                          std::make_pair(std::string(","), std::string(":")), /*strict_mode=*/true);
     return std::make_shared<const compiled_grammar>(std::move(g), impl_->vocab);
   } catch (const std::exception& e) {
-    throw grammar_error(e.what());
+    throw grammar_error(without_source_location(e.what()));
   }
 }
 
