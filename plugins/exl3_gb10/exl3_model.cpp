@@ -27,17 +27,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
 // The suffixes that belong to a quantized module `{key}.trellis`.
 constexpr const char* companions[] = {"suh", "su", "svh", "sv", "mcg", "mul1", "bias"};
 
-std::optional<dtype> plain_dtype(st::st_dtype t) {
-  switch (t) {
-    case st::st_dtype::f32: return dtype::f32;
-    case st::st_dtype::f16: return dtype::f16;
-    case st::st_dtype::bf16: return dtype::bf16;
-    case st::st_dtype::i32: return dtype::i32;
-    case st::st_dtype::i64: return dtype::i64;
-    case st::st_dtype::u8: return dtype::u8;
-    default: return std::nullopt;
-  }
-}
 
 // Legacy packed signs: bit i of word j is the sign of channel 16j+i (1 = -1), as fp16 ±1.
 std::vector<uint16_t> expand_signs(const st::tensor_entry& t) {
@@ -219,7 +208,7 @@ void exl3_model::add_quantized(const std::string& key, const std::string& out_na
 void exl3_model::add_plain(const st::tensor_entry& t, const std::string& out_name) {
   if (ends_with(t.name, "_proj.bias"))
     throw model_error(t.name, "is the bias of an unquantized linear, which the llama engine does not take");
-  const auto type = plain_dtype(t.type);
+  const auto type = st::tandem_dtype(t.type);
   if (!type) {
     if (out_name == t.name) return;  // a tensor tandem does not use, of a type it does not read
     throw model_error(t.name, "has dtype " + std::string(st::dtype_name(t.type)) +

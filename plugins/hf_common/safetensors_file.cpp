@@ -266,4 +266,16 @@ const tensor_entry* model_files::find(std::string_view name) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
+std::optional<dtype> tandem_dtype(st_dtype t) {
+  switch (t) {
+    case st_dtype::f32: return dtype::f32;
+    case st_dtype::f16: return dtype::f16;
+    case st_dtype::bf16: return dtype::bf16;
+    case st_dtype::i32: return dtype::i32;
+    case st_dtype::i64: return dtype::i64;
+    case st_dtype::u8: return dtype::u8;
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace tandem::safetensors

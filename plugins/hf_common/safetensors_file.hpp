@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tandem/dtype.hpp"
+
 namespace tandem::safetensors {
 
 enum class st_dtype : uint8_t { f64, f32, f16, bf16, f8_e4m3, f8_e5m2, i64, i32, i16, i8, u64, u32, u16, u8, boolean };
@@ -28,6 +30,9 @@ enum class st_dtype : uint8_t { f64, f32, f16, bf16, f8_e4m3, f8_e5m2, i64, i32,
 std::optional<st_dtype> parse_dtype(std::string_view name);  // "F16" -> f16
 std::string_view dtype_name(st_dtype t);                     // f16 -> "F16"
 int dtype_size(st_dtype t);                                  // bytes per element
+// The tandem dtype of a safetensors dtype, or nullopt for those tandem does not hold
+// (F64, F8_*, I8, I16, U16, U32, U64, BOOL).
+std::optional<dtype> tandem_dtype(st_dtype t);
 
 struct tensor_entry {
   std::string name;

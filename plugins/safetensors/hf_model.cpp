@@ -11,17 +11,6 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 namespace st = safetensors;
 
-std::optional<dtype> tandem_dtype(st::st_dtype t) {
-  switch (t) {
-    case st::st_dtype::f32: return dtype::f32;
-    case st::st_dtype::f16: return dtype::f16;
-    case st::st_dtype::bf16: return dtype::bf16;
-    case st::st_dtype::i32: return dtype::i32;
-    case st::st_dtype::i64: return dtype::i64;
-    case st::st_dtype::u8: return dtype::u8;
-    default: return std::nullopt;
-  }
-}
 
 hf_model::hf_model(const fs::path& path) {
   std::error_code ec;
@@ -79,7 +68,7 @@ hf_model::hf_model(const fs::path& path) {
   files_.emplace(dir, st::shard_policy::strict);
   tensors_.reserve(files_->tensors().size());
   for (const st::tensor_entry* t : files_->tensors()) {
-    const auto type = tandem_dtype(t->type);
+    const auto type = st::tandem_dtype(t->type);
     if (!type)
       throw model_error(t->file, "tensor '" + t->name + "' has dtype " + std::string(st::dtype_name(t->type)) +
                                      ", which weights.safetensors does not read (BF16, F16, F32, I32, I64, U8)");

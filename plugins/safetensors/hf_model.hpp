@@ -41,8 +41,4 @@ class hf_model {
   std::map<std::string, size_t, std::less<>> index_;
 };
 
-// The tandem dtype of a safetensors dtype, or nullopt for those tandem does not hold
-// (F64, F8_*, I8, I16, U16, U32, U64, BOOL).
-std::optional<dtype> tandem_dtype(safetensors::st_dtype t);
-
 }  // namespace tandem::st_plugin
