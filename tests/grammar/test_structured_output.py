@@ -138,3 +138,39 @@ def test_drafts_were_verified_under_the_grammar(server, client):
 
     assert counter("spec_decode_num_draft_tokens_total") > 0
     assert counter("spec_decode_num_accepted_tokens_total") > 0
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+        "required": ["city", "unit"]}}},
+    {"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}},
+]
+PARAMS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "add"}}])
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_forced_tool_calls_follow_their_parameters_schema(client, tool_choice, temperature):
+    """tool_choice required / named: the default model's (hermes) call format is the grammar,
+    so the answer is always a call whose arguments validate against the function's schema."""
+    for parallel in (True, False):
+        r = client.chat.completions.create(
+            model="", messages=[{"role": "user", "content": "What is the weather in Paris?"}], tools=TOOLS,
+            tool_choice=tool_choice, parallel_tool_calls=parallel, max_tokens=MAX_TOKENS, temperature=temperature,
+            seed=3)
+        c = r.choices[0]
+        assert c.finish_reason == "tool_calls", c
+        assert c.message.tool_calls and (parallel or len(c.message.tool_calls) == 1)
+        for call in c.message.tool_calls:
+            if isinstance(tool_choice, dict):
+                assert call.function.name == "add"
+            jsonschema.validate(json.loads(call.function.arguments), PARAMS[call.function.name])
+
+
+def test_response_format_with_a_forced_tool_call_is_refused(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="", messages=ASK, tools=TOOLS, tool_choice="required",
+                                       response_format={"type": "json_object"}, max_tokens=8)
+    assert e.value.body["param"] == "response_format"

@@ -24,9 +24,11 @@ struct grammar_spec {
   enum class kind : uint8_t { json_object, json_schema };
   kind k = kind::json_object;
   std::string schema;  // json_schema: the JSON Schema text
+  // Literal text around the JSON value (tool calls: "<tool_call>" ... "</tool_call>").
+  std::string before, after;
 
-  static grammar_spec json_object() { return {kind::json_object, {}}; }
-  static grammar_spec json_schema(std::string s) { return {kind::json_schema, std::move(s)}; }
+  static grammar_spec json_object() { return {kind::json_object, {}, {}, {}}; }
+  static grammar_spec json_schema(std::string s) { return {kind::json_schema, std::move(s), {}, {}}; }
 };
 
 // The grammar or schema cannot be compiled; what() says why.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "grammar_xgrammar.hpp"
 
@@ -37,6 +38,17 @@ std::string without_source_location(std::string m) {
   return m;
 }
 
+// A GBNF string literal: quotes and backslashes escaped, control bytes as \xHH.
+std::string ebnf_literal(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+    else if (c < 0x20) out += fmt::format("\\x{:02x}", c);
+    else out += static_cast<char>(c);
+  }
+  return out + "\"";
+}
+
 }  // namespace
 
 struct grammar_compiler::impl {
@@ -58,8 +70,16 @@ std::shared_ptr<const compiled_grammar> grammar_compiler::compile(const grammar_
     // Compact JSON (no free whitespace): a model that may emit any whitespace can loop on
     // newlines until max_tokens (vLLM and SGLang default to the same for xgrammar).
     // strict_mode: properties not in the schema are refused, as OpenAI's strict json_schema.
-    auto g = impl_->xg.CompileJSONSchema(schema, /*any_whitespace=*/false, std::nullopt,
-                                         std::make_pair(std::string(","), std::string(":")), /*strict_mode=*/true);
+    const auto separators = std::make_pair(std::string(","), std::string(":"));
+    if (spec.before.empty() && spec.after.empty()) {
+      auto g = impl_->xg.CompileJSONSchema(schema, /*any_whitespace=*/false, std::nullopt, separators, /*strict_mode=*/true);
+      return std::make_shared<const compiled_grammar>(std::move(g), impl_->vocab);
+    }
+    std::vector<xgrammar::Grammar> parts;
+    if (!spec.before.empty()) parts.push_back(xgrammar::Grammar::FromEBNF("root ::= " + ebnf_literal(spec.before)));
+    parts.push_back(xgrammar::Grammar::FromJSONSchema(schema, false, std::nullopt, separators, true));
+    if (!spec.after.empty()) parts.push_back(xgrammar::Grammar::FromEBNF("root ::= " + ebnf_literal(spec.after)));
+    auto g = impl_->xg.CompileGrammar(xgrammar::Grammar::Concat(parts));
     return std::make_shared<const compiled_grammar>(std::move(g), impl_->vocab);
   } catch (const std::exception& e) {
     throw grammar_error(without_source_location(e.what()));

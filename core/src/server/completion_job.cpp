@@ -77,6 +77,8 @@ void completion_job::start() {
     r.frequency_penalty = g.frequency_penalty;
     r.logit_bias = g.logit_bias;
     r.grammar = g.grammar;
+    if (!r.grammar && spec_.hermes_call_grammar && spec_.tools.parse_output() && tool_format_ == tool_format::hermes)
+      r.grammar = spec_.hermes_call_grammar;
     if (spec_.echo && g.logprobs >= 0) r.prompt_logprobs = g.logprobs;
     r.session = g.user;  // the OpenAI `user` keys session retention of the prefix cache
     // Runs on the generation thread: only hand the event over.

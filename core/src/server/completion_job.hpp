@@ -29,6 +29,9 @@ struct job_spec {
   gen_params gen;
   std::vector<std::vector<int32_t>> prompts;  // validated token ids
   tool_request tools;                         // chat: the output is parsed for calls when active
+  // tool_choice required / named: the calls' grammar in the hermes format (job_builder),
+  // used when that is the format the output is parsed in.
+  std::shared_ptr<const compiled_grammar> hermes_call_grammar;
   bool echo = false;                          // completions: the prompt opens the text
   std::vector<std::string> prompt_texts;      // with echo, per prompt
 };

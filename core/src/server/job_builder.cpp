@@ -50,6 +50,33 @@ void compile_response_format(const completion_source& src, gen_params& g) {
   }
 }
 
+// tool_choice required / named in the hermes format: <tool_call>[{"name", "arguments"}, ...]</tool_call>
+// with each function's name and its parameters schema (the forced one only when named; one
+// call when parallel_tool_calls is false), so the model cannot answer without a valid call.
+std::shared_ptr<const compiled_grammar> hermes_call_grammar(const completion_source& src, const tool_request& t) {
+  const grammar_compiler* gc = src.grammar();
+  if (!gc || !t.call_required()) return nullptr;
+  boost::json::array calls;
+  for (const tool_function& f : t.functions) {
+    if (t.choice == tool_choice_kind::named && f.name != t.forced) continue;
+    boost::json::object args = f.parameters.empty() ? boost::json::object{{"type", "object"}} : f.parameters;
+    calls.push_back(boost::json::object{
+        {"type", "object"},
+        {"properties", boost::json::object{{"name", boost::json::object{{"const", f.name}}}, {"arguments", std::move(args)}}},
+        {"required", boost::json::array{"name", "arguments"}}});
+  }
+  boost::json::object list{{"type", "array"}, {"minItems", 1}, {"items", boost::json::object{{"anyOf", std::move(calls)}}}};
+  if (!t.parallel) list["maxItems"] = 1;
+  grammar_spec spec = grammar_spec::json_schema(boost::json::serialize(list));
+  spec.before = "<tool_call>";
+  spec.after = "</tool_call>";
+  try {
+    return gc->compile(spec);
+  } catch (const grammar_error& e) {
+    throw bad_request(fmt::format("a tool's 'parameters' is not a schema this server can follow: {}", e.what()), "tools");
+  }
+}
+
 job_spec common(const completion_source& src, gen_params g) {
   check_model(src, g);
   check_ids(src, g.stop_token_ids, "stop_token_ids");
@@ -76,6 +103,7 @@ job_spec build_chat_job(const completion_source& src, chat_request r) {
     r.messages = with_tools_in_prompt(std::move(r.messages), tools_json);
     tools_json.clear();
   }
+  if (!s.gen.grammar) s.hermes_call_grammar = hermes_call_grammar(src, r.tools);
   s.tools = std::move(r.tools);
   try {
     s.prompts.push_back(src.chat_tokens(r.messages, tools_json));
