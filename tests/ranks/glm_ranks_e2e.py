@@ -101,6 +101,15 @@ class GlmAcrossRanks(unittest.TestCase):
         self.check(ep=2, drafter=False)
 
 
+class Refused(unittest.TestCase):
+    def test_an_expert_split_other_than_the_tensor_parallel_ranks_fails_at_once(self):
+        r = tandem("run", "--raw", "--prompt", "hi", "-n", "2", "--pipeline", str(TWO), *COMMON,
+                   "--set", "topology.ranks=4", "--set", "topology.tensor_parallel=4",
+                   "--set", "topology.expert_parallel=2", "-q", timeout=60)
+        self.assertEqual(r.returncode, 1)  # before the rendezvous: nothing waits for ranks
+        self.assertIn("topology.expert_parallel: expert_parallel must be 1 or tensor_parallel (4)", r.stderr)
+
+
 def health(base):
     """(status, body) of GET /health."""
     try:
