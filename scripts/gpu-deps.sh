@@ -14,6 +14,13 @@ packages=(
   libssl-dev libssl3 libxxhash-dev pkgconf pkgconf-bin libpkgconf3
 )
 mkdir -p .gpu-deps
+# The wraps' pinned archives (subprojects/*.wrap: xgrammar's PyPI sdist), which meson
+# would download at configure time: the GPU machine has no network.
+if ! ls subprojects/packagecache/xgrammar-*.tar.gz >/dev/null 2>&1; then
+  meson=$(command -v meson || echo .venv/bin/meson)
+  "$meson" subprojects download xgrammar
+fi
+cp subprojects/packagecache/*.tar.gz .gpu-deps/
 cd .gpu-deps
 apt-get download "${packages[@]}"
-echo "gpu-deps: $(ls ./*.deb | wc -l) packages in .gpu-deps/"
+echo "gpu-deps: $(ls ./*.deb | wc -l) packages and $(ls ./*.tar.gz | wc -l) wrap archives in .gpu-deps/"

@@ -58,6 +58,12 @@ model_opt=()
 step() { echo "== $*"; }
 
 gpu_configure() {
+  # The GPU machine reaches no network: meson takes the wraps' pinned archives (xgrammar's
+  # sdist) from subprojects/packagecache, filled from the carried .gpu-deps.
+  if ls .gpu-deps/*.tar.gz >/dev/null 2>&1; then
+    mkdir -p subprojects/packagecache
+    cp -n .gpu-deps/*.tar.gz subprojects/packagecache/
+  fi
   if [ ! -f "$BUILD/build.ninja" ]; then
     # g++ 13 there includes less transitively than g++ 12 here (<cstdint>).
     CXXFLAGS="${CXXFLAGS:-} -include cstdint" meson setup "$BUILD" -Dcuda=enabled -Dbuildtype=release "${model_opt[@]}" > "$OUT/configure.log" 2>&1 \
