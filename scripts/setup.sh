@@ -22,6 +22,7 @@ apt_packages=(
   libboost-test1.81-dev libboost-filesystem1.81-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev libpcre2-dev libxxhash-dev libssl-dev
   libgloo-dev  # transport.gloo: ranks over TCP (README: One model across ranks)
+  clang libclang-rt-14-dev llvm-14  # scripts/fuzz.sh, scripts/sanitize.sh: libFuzzer, ASan, UBSan, symbolizer
   python3 python3-pip python3-venv
 )
 
