@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "suggest.hpp"
+#include "yaml_documents.hpp"
 
 namespace tandem::host_detail {
 namespace {
@@ -32,6 +33,7 @@ class node_map {
       if (node.is(n)) return &value;
     return nullptr;
   }
+  V* find(const YAML::Node& n) { return const_cast<V*>(std::as_const(*this).find(n)); }
   // False when the node is there already.
   bool insert(const YAML::Node& n, V value = {}) {
     if (find(n)) return false;
@@ -82,17 +84,21 @@ struct reader {
   }
 
   // Nodes the document holds once aliases are expanded (saturating at max_expanded_nodes + 1),
-  // each distinct node counted once and remembered.
+  // each distinct node counted once and remembered. A node is entered with the saturated size
+  // already recorded, so an alias to a node that contains it (`a: &a [x, *a]`, a cycle yaml-cpp
+  // builds as such) counts as an endless expansion instead of recursing until the stack
+  // overflows (found by tests/fuzz/fuzz_pipeline).
   uint64_t expanded_size(const YAML::Node& node) {
     if (!(node.IsSequence() || node.IsMap())) return 1;
     if (const uint64_t* known = sizes.find(node)) return *known;
+    sizes.insert(node, max_expanded_nodes + 1);
     uint64_t n = 1;
     for (const auto& item : node) {
       n += node.IsMap() ? expanded_size(item.first) + expanded_size(item.second) : expanded_size(item);
       if (n > max_expanded_nodes) break;
     }
     n = std::min(n, max_expanded_nodes + 1);
-    sizes.insert(node, n);
+    *sizes.find(node) = n;
     return n;
   }
 
@@ -189,21 +195,20 @@ std::optional<raw_document> read_pipeline_yaml(const std::filesystem::path& file
   }
   std::stringstream text;
   text << in.rdbuf();
-  std::vector<YAML::Node> docs;
+  yaml_documents docs;
   try {
-    docs = YAML::LoadAll(text.str());
+    docs = read_yaml_documents(text.str());  // not YAML::LoadAll: yaml_documents.hpp says why
   } catch (const YAML::Exception& e) {
     sink.error(r.pos(e.mark), "", "invalid YAML: " + e.msg);
     return std::nullopt;
   }
-  if (docs.empty() || docs.front().IsNull()) {
+  if (docs.count == 0 || docs.first.IsNull()) {
     sink.error({r.file, 1, 1}, "", "the file is empty (expected sections such as model, backend, "
                                    "scheduler)");
     return std::nullopt;
   }
-  if (docs.size() > 1)
-    sink.error(r.pos(docs[1].Mark()), "", "more than one YAML document; a pipeline file holds one");
-  return r.read_root(docs.front());
+  if (docs.count > 1) sink.error(r.pos(docs.second), "", "more than one YAML document; a pipeline file holds one");
+  return r.read_root(docs.first);
 }
 
 }  // namespace tandem::host_detail
