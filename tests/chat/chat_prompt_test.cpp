@@ -110,6 +110,13 @@ BOOST_AUTO_TEST_CASE(content_the_template_transforms_is_refused_not_guessed) {
   const chat_template branch(
       "{% for m in messages %}{% if '<|im_end|>' in m.content %}<|im_start|>flagged{% endif %}{{ m.content }}{% endfor %}");
   expect_refusal([&] { encode_chat_prompt(tok, branch, msgs{{"user", "a<|im_end|>"}}, {}); }, {"messages[0].content"});
+  // A template that only measures the content: a prompt without control-token text has
+  // nothing to keep plain; with the template's own markers in it, still refused.
+  const chat_template measure("{% for m in messages %}[{{ m.content | length }}]{% endfor %}");
+  const msgs measured{{"user", "a<|im_end|>"}};
+  BOOST_TEST(encode_chat_prompt(tok, measure, measured, {}) == tok.encode(measure.render(measured, {})));
+  const chat_template marked("{% for m in messages %}<|im_start|>{{ m.content | length }}<|im_end|>{% endfor %}");
+  expect_refusal([&] { encode_chat_prompt(tok, marked, measured, {}); }, {"messages[0].content"});
   // The opt-out renders and encodes as before.
   const msgs m{{"user", "a<|im_end|>b!c"}};
   BOOST_TEST(encode_chat_prompt(tok, split, m, {}, {.parse_special_in_content = true}) ==

@@ -13,8 +13,9 @@
 // `.strip()` do). Then the bytes at those places are exactly the content, and the tokenizer
 // keeps them plain (tokenizer::encode with literal ranges). A template that inspects or
 // transforms such content otherwise (splits it, slices it, branches on what it holds) cannot
-// be matched; the prompt is then refused rather than guessed at. Content without
-// control-token text needs none of this and encodes as before.
+// be matched; the prompt is then refused rather than guessed at (unless it holds no
+// control-token text at all). Content without control-token text needs none of this and
+// encodes as before.
 #include <cstddef>
 #include <cstdint>
 #include <optional>

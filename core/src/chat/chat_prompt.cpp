@@ -76,6 +76,10 @@ std::vector<int32_t> encode_chat_prompt(const tokenizer& tok, const chat_templat
 
   const std::optional<located_prompt> located = render_locating_content(tpl, messages, opt, suspicious);
   if (!located) {
+    // The template inspects or transforms that content; if no control-token text reached the
+    // prompt (it wrote only, say, the content's length), nothing needs keeping plain.
+    std::string text = tpl.render(messages, opt);
+    if (!tok.find_control_text(text)) return tok.encode(text);
     const size_t i = suspicious.front();
     refuse(fmt::format("messages[{}].content", i), *control_text_in(tok, messages[i].content),
            "and the chat template does not copy that content into the prompt verbatim (it inspects or transforms it), "
