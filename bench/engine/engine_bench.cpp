@@ -1,20 +1,30 @@
-// bench_engine: prefill and decode throughput of a pipeline's model, single stream and
-// several streams, next to the memory-bandwidth bound of decoding.
+// bench_engine: prefill and decode throughput of a pipeline's model in process (no HTTP),
+// as curves — prefill at each prompt length, decode at each number of concurrent streams —
+// next to the memory-bandwidth bound of decoding on the device the model runs on.
 //
-//   build/bench/engine/bench_engine --pipeline pipelines/default.yaml --streams 8
+//   build/bench/engine/bench_engine --pipeline pipelines/default.yaml --streams 1,8 --prompt 512
+//   bench_engine --set backend.plugin=backend.cuda --set scheduler.max_batch=128 \
+//       --streams 1,2,4,8,16,32,64,128 --prompt 128,512,2048,8192,32768
 //
-// Decode of one stream reads every weight once per token, so its ceiling is
-// (bandwidth of a large read measured in this run) / (bytes of weights per token).
+// The figures are measured as llama.cpp's llama-bench / llama-batched-bench measure theirs,
+// so bench/peers can put them side by side: prefill = prompt tokens / time to the first
+// token of one cold request (nothing cached: every prompt is new); decode at B streams =
+// tokens generated after every stream has its first token / that time (prompts of
+// --decode-prompt tokens, --gen tokens each).
+//
+// Decode of one stream reads every weight once per token, so its ceiling is (bandwidth of
+// the model's device, measured in this run) / (bytes of weights per token): the all-core
+// read rate of host memory on the CPU, the device-to-device copy rate on a GPU.
 #include <boost/program_options.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <iostream>
-#include <numeric>
-#include <thread>
+#include <sstream>
+#include <string>
 #include <vector>
 
+#include "device_bandwidth.hpp"
 #include "tandem/runtime.hpp"
 
 namespace po = boost::program_options;
@@ -26,49 +36,51 @@ double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
-// Best of a few passes of summing a buffer far larger than the caches, one slice per
-// hardware thread (the decode uses every core, so its ceiling is the all-core read rate).
-double read_bandwidth_gbs() {
-  std::vector<uint64_t> buf(256 << 20 >> 3, 1);
-  const unsigned n = std::max(1u, std::thread::hardware_concurrency());
-  double best = 0;
-  for (int r = 0; r < 5; ++r) {
-    std::vector<uint64_t> sums(n);
-    std::vector<std::thread> workers;
-    auto t = clock_type::now();
-    for (unsigned i = 0; i < n; ++i)
-      workers.emplace_back([&, i] {
-        const size_t per = buf.size() / n;
-        sums[i] = std::accumulate(buf.begin() + i * per, buf.begin() + (i + 1) * per, uint64_t{0});
-      });
-    for (auto& w : workers) w.join();
-    double dt = seconds_since(t);
-    if (std::accumulate(sums.begin(), sums.end(), uint64_t{0}) == 42) std::puts("");  // keeps the sums alive
-    best = std::max(best, buf.size() * 8.0 / dt / 1e9);
+std::vector<int> parse_list(const std::string& s, const char* what) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || v <= 0) throw std::runtime_error(std::string("--") + what + ": '" + item + "' is not a positive integer");
+    out.push_back(v);
   }
-  return best;
+  if (out.empty()) throw std::runtime_error(std::string("--") + what + ": empty list");
+  return out;
 }
 
 struct result {
-  double seconds = 0;
-  int64_t tokens = 0;
-  double first_token_s = 0;
+  double seconds = 0;          // submit to last token
+  double first_token_s = 0;    // submit to the first token of any stream
+  double all_first_s = 0;      // submit to the moment every stream has its first token
+  int64_t tokens = 0;          // all generated tokens
+  int64_t tokens_after_all_first = 0;
 };
 
 // Runs `streams` requests of `prompt_len` tokens generating `gen` tokens each, together.
-result run(tandem::runtime& rt, int streams, int prompt_len, int gen) {
+// `salt` makes the prompts new to the prefix cache.
+result run(tandem::runtime& rt, int streams, int prompt_len, int gen, int salt) {
   result r;
-  auto t0 = clock_type::now();
-  bool first = true;
+  const auto t0 = clock_type::now();
+  int started = 0;
   for (int s = 0; s < streams; ++s) {
     tandem::generation_request q;
-    for (int i = 0; i < prompt_len; ++i) q.prompt.push_back(100 + (i * 37 + s * 11) % 20000);
+    for (int i = 0; i < prompt_len; ++i) q.prompt.push_back(100 + (i * 37 + s * 11 + salt * 7919) % 20000);
     q.max_new_tokens = gen;
     q.ignore_eos = true;
-    q.on_event = [&](const tandem::token_event& ev) {
+    q.on_event = [&, first = true](const tandem::token_event& ev) mutable {
       if (ev.token < 0) return;
       ++r.tokens;
-      if (first) r.first_token_s = seconds_since(t0), first = false;
+      if (started == streams) ++r.tokens_after_all_first;
+      if (!first) return;
+      first = false;
+      if (started++ == 0) r.first_token_s = seconds_since(t0);
+      if (started == streams) r.all_first_s = seconds_since(t0);
     };
     rt.eng().submit(std::move(q));
   }
@@ -77,18 +89,25 @@ result run(tandem::runtime& rt, int streams, int prompt_len, int gen) {
   return r;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::string pipeline = "pipelines/default.yaml";
-  int streams = 8, prompt_len = 512, gen = 128;
+int main(int argc, char** argv) try {
+  std::string pipeline = "pipelines/default.yaml", streams_list = "1,8", prompt_list = "512";
+  int gen = 128, decode_prompt = 128, repeats = 3;
   std::vector<std::string> sets;
   po::options_description d("bench_engine [options]");
   d.add_options()("help,h", "this help")
       ("pipeline", po::value(&pipeline)->default_value(pipeline), "pipeline file")
-      ("streams", po::value(&streams)->default_value(streams), "concurrent streams for the batch figure")
-      ("prompt", po::value(&prompt_len)->default_value(prompt_len), "prompt tokens for the prefill figure")
-      ("gen", po::value(&gen)->default_value(gen), "tokens generated per stream")
+      ("streams", po::value(&streams_list)->default_value(streams_list), "concurrent decode streams, a list: 1,2,4,8")
+      ("prompt", po::value(&prompt_list)->default_value(prompt_list), "prompt lengths for the prefill figure, a list")
+      ("gen", po::value(&gen)->default_value(gen), "tokens generated per decode stream")
+      ("decode-prompt", po::value(&decode_prompt)->default_value(decode_prompt), "prompt tokens of each decode stream")
+      ("repeats", po::value(&repeats)->default_value(repeats), "runs per figure (the median is reported)")
       ("set", po::value(&sets)->composing(), "pipeline override section.key=value");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, d), vm);
@@ -97,34 +116,54 @@ int main(int argc, char** argv) {
     return 0;
   }
   po::notify(vm);
+  const std::vector<int> streams = parse_list(streams_list, "streams");
+  const std::vector<int> prompts = parse_list(prompt_list, "prompt");
+  if (gen < 2 || decode_prompt < 1 || repeats < 1) throw std::runtime_error("--gen must be >= 2, --decode-prompt and --repeats >= 1");
 
   tandem::runtime_options opt;
   opt.overrides = sets;
   auto rt = tandem::runtime::open(pipeline, opt);
   for (const auto& l : rt->summary()) std::fprintf(stderr, "%s\n", l.c_str());
-  const double bw = read_bandwidth_gbs();
+  const tandem::device dev = rt->model_device();
+  const bench::bandwidth bw = bench::measure_bandwidth(dev);
   const double weight_bytes = static_cast<double>(rt->weight_bytes_per_token());
+  const double bound = bw.gbs * 1e9 / weight_bytes;
 
-  run(*rt, 1, 16, 8);  // warm-up: page in the weights, start threads
-  result prefill = run(*rt, 1, prompt_len, 1);
-  result single = run(*rt, 1, 8, gen);
-  result multi = run(*rt, streams, 8, gen);
-
-  const double prefill_tps = prompt_len / prefill.first_token_s;
-  const double single_tps = (single.tokens - 1) / (single.seconds - single.first_token_s);
-  const double multi_tps = multi.tokens / multi.seconds;
-  const double bound = bw * 1e9 / weight_bytes;
-  std::printf("%-34s %12s\n", "figure", "value");
-  std::printf("%-34s %12.1f\n", "prefill tok/s (prompt tokens)", prefill_tps);
-  std::printf("%-34s %12.1f\n", "decode tok/s, 1 stream", single_tps);
-  std::printf("%-34s %12.1f\n", ("decode tok/s, " + std::to_string(streams) + " streams").c_str(), multi_tps);
-  std::printf("%-34s %12.2f\n", "all-core read GB/s (measured)", bw);
-  std::printf("%-34s %12.1f\n", "weight MB read per decode step", weight_bytes / 1e6);
-  std::printf("%-34s %12.1f\n", "1-stream decode bound tok/s", bound);
-  std::printf("%-34s %11.0f%%\n", "1-stream decode / bound", 100 * single_tps / bound);
-  std::printf("{\"bench\":\"engine\",\"prompt\":%d,\"prefill_tps\":%.1f,\"decode_tps_1\":%.1f,"
-              "\"streams\":%d,\"decode_tps_n\":%.1f,\"read_gbs\":%.2f,\"weight_bytes\":%.0f,"
-              "\"bound_tps_1\":%.1f}\n",
-              prompt_len, prefill_tps, single_tps, streams, multi_tps, bw, weight_bytes, bound);
+  int salt = 1;
+  run(*rt, 1, 16, 8, salt++);  // warm-up: page in the weights, start threads, record graphs
+  std::printf("%-44s %14s\n", "figure", "value");
+  for (int p : prompts) {
+    if (p + 1 > rt->max_model_len()) {
+      std::printf("%-44s %14s\n", ("prefill tok/s, " + std::to_string(p) + "-token prompt").c_str(), "over max len");
+      continue;
+    }
+    std::vector<double> tps;
+    for (int i = 0; i < repeats; ++i) tps.push_back(p / run(*rt, 1, p, 1, salt++).first_token_s);
+    const double m = median(tps);
+    std::printf("%-44s %14.1f\n", ("prefill tok/s, " + std::to_string(p) + "-token prompt").c_str(), m);
+    std::printf("{\"bench\":\"engine\",\"figure\":\"prefill\",\"prompt\":%d,\"tps\":%.1f}\n", p, m);
+  }
+  for (int b : streams) {
+    run(*rt, b, decode_prompt, 4, salt++);  // this batch shape once before timing it
+    std::vector<double> tps;
+    for (int i = 0; i < repeats; ++i) {
+      const result r = run(*rt, b, decode_prompt, gen, salt++);
+      tps.push_back(r.tokens_after_all_first / (r.seconds - r.all_first_s));
+    }
+    const double m = median(tps);
+    std::printf("%-44s %14.1f   (%.3f ms per step)\n", ("decode tok/s, " + std::to_string(b) + (b == 1 ? " stream" : " streams")).c_str(), m,
+                1e3 * b / m);
+    std::printf("{\"bench\":\"engine\",\"figure\":\"decode\",\"streams\":%d,\"tps\":%.1f,\"step_ms\":%.4f}\n", b, m,
+                1e3 * b / m);
+  }
+  std::printf("%-44s %14.2f\n", (bw.what + " GB/s (measured)").c_str(), bw.gbs);
+  std::printf("%-44s %14.1f\n", "weight MB read per decode step", weight_bytes / 1e6);
+  std::printf("%-44s %14.1f\n", "1-stream decode bound tok/s", bound);
+  std::printf("{\"bench\":\"engine\",\"figure\":\"ceiling\",\"device\":\"%s\",\"bandwidth_gbs\":%.2f,"
+              "\"weight_bytes\":%.0f,\"bound_tps_1\":%.1f}\n",
+              bw.what.c_str(), bw.gbs, weight_bytes, bound);
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_engine: %s\n", e.what());
+  return 1;
 }

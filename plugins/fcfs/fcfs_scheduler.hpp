@@ -9,7 +9,8 @@
 // its cached prefix. long_prefill_token_threshold caps the prompt tokens of one request per
 // step (vLLM's knob of that name), so a long prompt leaves budget to others. When a decode
 // needs a page and none is free, the youngest running request is preempted (its pages are
-// freed and it is recomputed later).
+// freed and it is recomputed later). A step in which nobody decodes has the larger budget
+// lone_prefill_tokens: a long prompt alone is not cut into max_tokens_per_step chunks.
 #include <cstdint>
 
 #include "tandem/config.hpp"
@@ -21,6 +22,9 @@ struct fcfs_settings {
   int64_t max_batch = 16;                    // most requests in one step
   int64_t max_tokens_per_step = 512;         // token budget of one step (decode + prefill)
   int64_t long_prefill_token_threshold = 0;  // most prompt tokens of one request per step; 0 = budget
+  // The budget of a step in which nobody decodes, when larger than max_tokens_per_step
+  // (0 here = off; pipelines get the schema's default, 8192).
+  int64_t lone_prefill_tokens = 0;
 
   static fcfs_settings from(const config& cfg);
 };

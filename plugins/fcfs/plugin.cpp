@@ -12,6 +12,9 @@ const tandem::config_key keys[] = {
      "token budget of one step (decodes plus prefill chunks)", 1, 1 << 20},
     {"long_prefill_token_threshold", tandem::config_type::integer, "0",
      "most prompt tokens one request prefills per step (vLLM's knob); 0 = the step budget", 0, 1 << 20},
+    {"lone_prefill_tokens", tandem::config_type::integer, "8192",
+     "token budget of a step in which no request decodes (a prefill that delays no one), when larger "
+     "than max_tokens_per_step; 0 = always max_tokens_per_step", 0, 1 << 20},
 };
 
 tandem::plugin_object* create(const tandem::plugin_context& ctx) {

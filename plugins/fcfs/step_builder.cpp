@@ -9,6 +9,14 @@ int64_t step_builder::extra_pages(const sched_request& r, int64_t n) const {
   return std::max<int64_t>(0, scheduler::pages_for(start + n, st_.page_size) - r.pages_held);
 }
 
+bool step_builder::anyone_decoding(const sched_state& st) {
+  return std::any_of(st.running.begin(), st.running.end(), decode_next);
+}
+
+int64_t step_builder::step_budget(const sched_state& st, int64_t per_step, int64_t lone) {
+  return lone > per_step && !anyone_decoding(st) ? lone : per_step;
+}
+
 bool step_builder::scheduled(uint64_t id) const {
   return std::any_of(d_.items.begin(), d_.items.end(), [id](const sched_item& i) { return i.id == id; });
 }

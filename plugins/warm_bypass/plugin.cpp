@@ -21,6 +21,9 @@ const tandem::config_key keys[] = {
      nullptr, "LATE_CAP"},
     {"max_cold_prefills", tandem::config_type::integer, "1",
      "cold prefills in progress at once while other requests decode", 1, 4096},
+    {"lone_prefill_tokens", tandem::config_type::integer, "8192",
+     "token budget of a step in which no request decodes, when larger than max_tokens_per_step; "
+     "0 = always max_tokens_per_step", 0, 1 << 20},
 };
 
 tandem::plugin_object* create(const tandem::plugin_context& ctx) {

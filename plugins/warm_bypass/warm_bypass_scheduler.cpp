@@ -15,6 +15,7 @@ warm_bypass_settings warm_bypass_settings::from(const config& cfg) {
   s.max_wait_ms = cfg.get_number("max_wait_ms");
   s.late_cap = cfg.get_int("late_cap");
   s.max_cold_prefills = cfg.get_int("max_cold_prefills");
+  s.lone_prefill_tokens = cfg.get_int("lone_prefill_tokens");
   return s;
 }
 
@@ -86,9 +87,9 @@ void warm_bypass_scheduler::forget_gone(const sched_state& st) {
 
 sched_decision warm_bypass_scheduler::schedule(const sched_state& st) {
   forget_gone(st);
-  step_builder b(st, s_.max_tokens_per_step, s_.max_batch);
   // "Another request is decoding": one whose next step is a decode.
-  const bool decoding = std::any_of(st.running.begin(), st.running.end(), step_builder::decode_next);
+  const bool decoding = step_builder::anyone_decoding(st);
+  step_builder b(st, step_builder::step_budget(st, s_.max_tokens_per_step, s_.lone_prefill_tokens), s_.max_batch);
   const bool no_preemption = b.decodes();
   run_prefills(b, st, request_class::warm, decoding);
   if (no_preemption) admit_warm(b, st);

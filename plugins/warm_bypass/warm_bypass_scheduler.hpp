@@ -11,7 +11,7 @@
 //         nothing decodes (work-conserving). After max_wait_ms in the queue it proceeds
 //         anyway (an aging escape). While others decode, a cold prefill takes at most
 //         late_cap tokens per step until its last page_tokens, which go uncapped; with
-//         nobody decoding it runs at the full budget. Cold work is admitted only if its
+//         nobody decoding it runs at the full budget (lone_prefill_tokens when larger). Cold work is admitted only if its
 //         whole prompt fits in the pool, at most max_cold_prefills at once while others
 //         decode, in arrival order, and its chunks end on KV page boundaries so each
 //         finished page is reusable at once.
@@ -33,6 +33,7 @@ struct warm_bypass_settings {
   double max_wait_ms = 1500;      // a held cold request proceeds after waiting this long
   int64_t late_cap = 512;         // cold prefill tokens per step while others decode
   int64_t max_cold_prefills = 1;  // cold prefills in progress at once while others decode
+  int64_t lone_prefill_tokens = 0;  // budget of a step nobody decodes in (0 = off; schema: 8192)
 
   static warm_bypass_settings from(const config& cfg);
 };

@@ -99,3 +99,18 @@ BOOST_AUTO_TEST_CASE(scripted_steps_of_a_long_prefill_beside_decodes) {
     pre.pages_held = scheduler::pages_for(pre.computed_tokens, 16);
   }
 }
+
+BOOST_AUTO_TEST_CASE(a_lone_prefill_takes_the_lone_budget_and_a_decode_brings_back_the_step_budget) {
+  fcfs_scheduler s({/*max_batch=*/8, /*budget=*/512, /*chunk=*/0, /*lone=*/8192});
+  std::vector<sched_request> none{};
+  std::vector<sched_request> waiting{waiting_req(1, 7500)};
+  sched_state alone{none, waiting, 1000, 1000, 16, 0};
+  BOOST_TEST((items(s.schedule(alone)) == plan{{1, 7500}}));
+
+  std::vector<sched_request> running{decoding_req(2, 40)};
+  sched_state with_decode{running, waiting, 1000, 1000, 16, 0};
+  BOOST_TEST((items(s.schedule(with_decode)) == plan{{2, 1}, {1, 511}}));
+
+  fcfs_scheduler off({8, 512, 0, 0});
+  BOOST_TEST((items(off.schedule(alone)) == plan{{1, 512}}));
+}

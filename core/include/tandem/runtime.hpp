@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tandem/chat_template.hpp"
+#include "tandem/device.hpp"
 #include "tandem/engine.hpp"
 #include "tandem/tokenizer.hpp"
 
@@ -49,6 +50,8 @@ class runtime {
   std::string ranks_failure() const;
   // Bytes of weights one decode step reads (every tensor once; a tied LM head counts once).
   size_t weight_bytes_per_token() const;
+  // Where the model runs (the backend's device).
+  device model_device() const;
 
   // The prompt tokens of a conversation rendered with the model's chat template.
   std::vector<int32_t> tokens_for_chat(std::span<const chat_message> messages,

@@ -194,6 +194,8 @@ std::string runtime::ranks_failure() const {
   return impl_->lead ? impl_->lead->failure().value_or(std::string()) : std::string();
 }
 
+device runtime::model_device() const { return impl_->be->dev(); }
+
 size_t runtime::weight_bytes_per_token() const {
   size_t total = 0;
   for (const tensor_info& t : impl_->weights->tensors()) total += t.nbytes;

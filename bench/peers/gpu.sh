@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the checkout's root: tandem against llama.cpp on the same GGUF,
+# the same H200, in one lease. Three calls back to back (the machine stays warm ~30 s and
+# keeps build-gpu/ and /tmp between calls; bench/peers/pieces.sh says what each carries):
+#
+#   bash bench/peers/gpu.sh build   # carry .gpu-deps .gpu-peers .gpu-model1: starts llama.cpp's
+#                                   #   CUDA build in the background, builds tandem (~4 min)
+#   bash bench/peers/gpu.sh tests   # carry .gpu-model2: the gpu suite meanwhile
+#   bash bench/peers/gpu.sh run     # carry .gpu-model3: waits for llama.cpp, runs both, prints
+#                                   #   bench/peers/table.py's ratio table
+#
+# The figures: prefill tok/s at 128..32k-token prompts (llama-bench -p, best of ubatch 512
+# and 2048; tandem bench_engine --prompt), decode tok/s at 1..128 streams of 128+128 tokens
+# (llama-batched-bench S_TG; tandem bench_engine --streams), and both servers over HTTP
+# under bench/serving/bench_serving.py at 1 and 64 concurrent streams. Logs and JSON in $OUT.
+set -uo pipefail
+phase=${1:?usage: gpu.sh build|tests|run}
+source "$(dirname "$0")/../../scripts/gpu-env.sh"
+LLAMA=/tmp/llama.cpp-src/llama.cpp
+STREAMS=${PEER_STREAMS:-1,2,4,8,16,32,64,128}
+PROMPTS=${PEER_PROMPTS:-128,512,2048,8192,32768}
+tandem_targets=(cli/tandem plugins/cuda/backend.cuda.so plugins/gguf/weights.gguf.so plugins/fcfs/scheduler.fcfs.so
+                plugins/local/transport.local.so plugins/ngram/drafter.ngram.so plugins/suffix/drafter.suffix.so
+                bench/engine/bench_engine bench/spec/bench_spec)
+
+start_llama_build() {
+  [ -x "$LLAMA/b/bin/llama-server" ] && return
+  rm -rf /tmp/llama.cpp-src && mkdir -p /tmp/llama.cpp-src
+  tar xJf .gpu-peers/llama.cpp.tar.xz -C /tmp/llama.cpp-src || { echo "no .gpu-peers/llama.cpp.tar.xz: run bench/peers/fetch.sh"; return 1; }
+  cp .gpu-peers/SOURCE /tmp/llama.cpp-src/
+  # Its own session: the build outlives this call (the next calls wait for it).
+  setsid nohup bash -c "cd $LLAMA && cmake -B b -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF && \
+      cmake --build b -j 12 --target llama-bench llama-batched-bench llama-server; echo \$? > /tmp/llama.cpp-build.rc" \
+    > /tmp/llama.cpp-build.log 2>&1 < /dev/null &
+}
+
+wait_llama_build() {
+  local waited=0
+  while [ ! -f /tmp/llama.cpp-build.rc ] && [ $waited -lt "${1:-400}" ]; do sleep 5; waited=$((waited + 5)); done
+  [ -f /tmp/llama.cpp-build.rc ] && [ "$(cat /tmp/llama.cpp-build.rc)" = 0 ] && return 0
+  echo "llama.cpp build: not done or failed after ${waited} s"; tail -20 /tmp/llama.cpp-build.log; return 1
+}
+
+case $phase in
+build)
+  step "llama.cpp (background) from $(cat .gpu-peers/SOURCE 2>/dev/null)"
+  start_llama_build
+  step "tandem configure + build"
+  gpu_configure
+  gpu_build "${tandem_targets[@]}"
+  echo "tandem built; llama.cpp build log: $(tail -1 /tmp/llama.cpp-build.log)"
+  ;;
+tests)
+  OUT=$OUT NO_BENCH=1 BUILD=$BUILD bash scripts/gpu-build-test.sh
+  ;;
+run)
+  [ -n "$MODEL" ] || { echo "no model yet (carry the three .gpu-model* pieces in order)"; exit 1; }
+  gpu_build "${tandem_targets[@]}"
+  wait_llama_build 420 || exit 1
+  export LD_LIBRARY_PATH=$PWD/$BUILD/core/src/base:$LLAMA/b/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export TANDEM_PLUGIN_PATH=$PWD/$BUILD/plugins
+  cuda_sets=(--set model="$MODEL" --set backend.plugin=backend.cuda --set scheduler.max_batch=128
+             --set engine.max_model_len=33024)
+  step "llama.cpp: llama-bench prefill and batch-1 decode"
+  timeout 240 "$LLAMA/b/bin/llama-bench" -m "$MODEL" -ngl 99 -fa 1 -p "$PROMPTS" -n 0 -b 2048 -ub 512,2048 -r 3 -o jsonl \
+    > "$OUT/llama_pp.jsonl" 2> "$OUT/llama_pp.log"
+  timeout 120 "$LLAMA/b/bin/llama-bench" -m "$MODEL" -ngl 99 -fa 1 -p 0 -n 128 -r 5 -o jsonl \
+    > "$OUT/llama_tg.jsonl" 2> "$OUT/llama_tg.log"
+  step "llama.cpp: llama-batched-bench decode at $STREAMS streams"
+  timeout 300 "$LLAMA/b/bin/llama-batched-bench" -m "$MODEL" -ngl 99 -fa on -c 33792 -b 2048 -ub 512 \
+    -npp 128 -ntg 128 -npl "$STREAMS" --output-format jsonl > "$OUT/llama_batched.jsonl" 2> "$OUT/llama_batched.log"
+  step "tandem: bench_engine"
+  timeout 300 "$BUILD/bench/engine/bench_engine" --pipeline pipelines/default.yaml "${cuda_sets[@]}" \
+    --streams "$STREAMS" --prompt "$PROMPTS" --gen 128 --decode-prompt 128 --repeats 3 \
+    > "$OUT/tandem_engine.txt" 2> "$OUT/tandem_engine.log"
+  step "HTTP: both servers under bench_serving.py"
+  "$LLAMA/b/bin/llama-server" -m "$MODEL" -ngl 99 -fa on -np 64 -c $((64 * 512)) --port 8091 \
+    > "$OUT/llama_server.log" 2>&1 &
+  lsrv=$!
+  "$BUILD/cli/tandem" serve --pipeline pipelines/default.yaml "${cuda_sets[@]}" --set scheduler.max_batch=64 --port 8092 \
+    > "$OUT/tandem_server.log" 2>&1 &
+  tsrv=$!
+  for port in 8091 8092; do
+    for _ in $(seq 120); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
+  done
+  for pair in llama:8091 tandem:8092; do
+    timeout 150 python3 bench/serving/bench_serving.py --base-url "http://127.0.0.1:${pair#*:}" --concurrency 1 64 \
+      --num-prompts 128 --input-len 128 --output-len 128 > "$OUT/http_${pair%%:*}.txt" 2>&1
+  done
+  kill $lsrv $tsrv 2>/dev/null; wait 2>/dev/null
+  step "table"
+  { echo "commit ${TANDEM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")} $(date -u +%FT%TZ), $(cat /tmp/llama.cpp-src/SOURCE)"
+    cat "$OUT/machine.txt"
+    python3 bench/peers/table.py "$OUT"; } | tee "$OUT/peers.md"
+  ;;
+*) echo "usage: gpu.sh build|tests|run"; exit 2 ;;
+esac
