@@ -13,9 +13,10 @@ src=${1:-${TANDEM_CACHE:-$HOME/.cache/tandem}/models/smollm2-135m-instruct/SmolL
 [ -f "$src" ] || { echo "no model at $src: run ./tandem pull first" >&2; exit 1; }
 rm -rf .gpu-model1 .gpu-model2 .gpu-model3
 mkdir -p .gpu-model1 .gpu-model2 .gpu-model3
-head -c 24000000 "$src" > .gpu-model1/model.part00
-tail -c +24000001 "$src" | head -c 52000000 > .gpu-model2/model.part01
-tail -c +76000001 "$src" > .gpu-model3/model.part02
+# 1 MB blocks: 24 | 52 | the rest.
+dd if="$src" of=.gpu-model1/model.part00 bs=1000000 count=24 status=none
+dd if="$src" of=.gpu-model2/model.part01 bs=1000000 skip=24 count=52 status=none
+dd if="$src" of=.gpu-model3/model.part02 bs=1000000 skip=76 status=none
 cat .gpu-model1/model.part00 .gpu-model2/model.part01 .gpu-model3/model.part02 | cmp -s - "$src" \
   || { echo "pieces.sh: the pieces do not rebuild $src" >&2; exit 1; }
 echo "pieces: $(du -sh .gpu-model1 .gpu-model2 .gpu-model3 | tr '\n' ' ')"
