@@ -60,8 +60,7 @@ run)
   wait_llama_build 420 || exit 1
   export LD_LIBRARY_PATH=$PWD/$BUILD/core/src/base:$LLAMA/b/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export TANDEM_PLUGIN_PATH=$PWD/$BUILD/plugins
-  cuda_sets=(--set model="$MODEL" --set backend.plugin=backend.cuda --set scheduler.max_batch=128
-             --set engine.max_model_len=33024)
+  cuda_sets=(--set model="$MODEL" --set backend.plugin=backend.cuda --set engine.max_model_len=33024)
   step "llama.cpp: llama-bench prefill and batch-1 decode"
   timeout 240 "$LLAMA/b/bin/llama-bench" -m "$MODEL" -ngl 99 -fa 1 -p "$PROMPTS" -n 0 -b 2048 -ub 512,2048 -r 3 -o jsonl \
     > "$OUT/llama_pp.jsonl" 2> "$OUT/llama_pp.log"
@@ -71,7 +70,7 @@ run)
   timeout 300 "$LLAMA/b/bin/llama-batched-bench" -m "$MODEL" -ngl 99 -fa on -c 33792 -b 2048 -ub 512 \
     -npp 128 -ntg 128 -npl "$STREAMS" --output-format jsonl > "$OUT/llama_batched.jsonl" 2> "$OUT/llama_batched.log"
   step "tandem: bench_engine"
-  timeout 300 "$BUILD/bench/engine/bench_engine" --pipeline pipelines/default.yaml "${cuda_sets[@]}" \
+  timeout 300 "$BUILD/bench/engine/bench_engine" --pipeline pipelines/default.yaml "${cuda_sets[@]}" --set scheduler.max_batch=128 \
     --streams "$STREAMS" --prompt "$PROMPTS" --gen 128 --decode-prompt 128 --repeats 3 \
     > "$OUT/tandem_engine.txt" 2> "$OUT/tandem_engine.log"
   step "HTTP: both servers under bench_serving.py"
