@@ -151,7 +151,7 @@ BOOST_AUTO_TEST_CASE(logits_and_greedy_match_backend_cpu) {
   stack cpu(fx().host, *fx().weights, "backend.cpu");
   stack gpu_f32(fx().host, *fx().weights, "backend.cuda", true, dtype::f32);
   stack gpu_bf16(fx().host, *fx().weights, "backend.cuda");  // the default pool
-  BOOST_TEST(gpu_bf16.model->kv().type == dtype::bf16);
+  BOOST_TEST((gpu_bf16.model->kv().type == dtype::bf16));
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto lc = cpu.prefill_last_logits(prompts[i]);
     std::vector<float> margins;

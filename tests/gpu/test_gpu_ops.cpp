@@ -597,7 +597,7 @@ BOOST_AUTO_TEST_CASE(kv_pool_types_and_refusals) {
   kv_layout f16_pool{1, 4, 16, 2, 64, dtype::f16};
   BOOST_CHECK_THROW(gpu().alloc_kv(f16_pool), tandem::error);
   const std::vector<dtype> types = gpu().kv_types();
-  BOOST_TEST(types.front() == dtype::bf16);  // engine.kv_dtype auto
+  BOOST_TEST((types.front() == dtype::bf16));  // engine.kv_dtype auto
   for (dtype t : types) {
     kv_layout lay{2, 4, 16, 2, 64, t};
     auto kv = gpu().alloc_kv(lay);
