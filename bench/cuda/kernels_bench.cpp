@@ -102,7 +102,7 @@ decode_result bench_decode(cuda::cuda_backend& be, dtype type) {
   auto vv = tensor_view::contiguous(v->data(), dtype::f32, {seqs, kvh, hd}, be.dev());
   auto ov = tensor_view::contiguous(o->data(), dtype::f32, {seqs, heads, hd}, be.dev());
   auto run = [&] { be.attention(qv, kv3, vv, *kv, 0, b, 0.125f, ov); };
-  decode_result r{type};
+  decode_result r{type, 0, 0, {}, {}};
   r.ms = bench::median_ms(be.stream(), 3, 30, run);
   r.bytes = 2.0 * seqs * ctx * kvh * hd * traits(type).block_bytes;
   r.planned = cuda::plan_decode(seqs, kvh, pages_per, page, hd, heads, pool.type);
@@ -168,7 +168,7 @@ prefill_result bench_prefill(cuda::cuda_backend& be, dtype type, std::mt19937& r
   bench::ck(cudaGetLastError());
   const auto pqp = static_cast<const float*>(pq->data());
   const auto pop = static_cast<float*>(po->data());
-  prefill_result r{type};
+  prefill_result r{type, 0, 0, 0, 0};
   r.tc_ms = bench::median_ms(be.stream(), 3, 20, [&] {
     cuda::attention_prefill_tc(pqp, heads, ppool, pb, 0.125f, pop, be.stream());
   });

@@ -12,8 +12,10 @@
 //    in flight while it computes one, and three blocks (12 warps, ~105 KB of tiles) fit
 //    an SM: more blocks per SM measured better than deeper rings (4 stages: one block per
 //    SM, 40% of copy; 3: two, 65%; 2: three, 73% at 32 sequences x 8k keys on the H200,
-//    f32 pool). A bf16 / fp8 tile is 1/2 / 1/4 the bytes, so 3 / 4 stages keep about the
-//    same bytes in flight per SM in less shared memory;
+//    f32 pool). A bf16 / fp8 tile is 1/2 / 1/4 the bytes; deeper rings did not help them
+//    (their time per key is set by the q.k / softmax / p.v work, not by bytes in flight:
+//    1.21x / 1.38x faster than f32 for 1/2 / 1/4 the bytes), but shorter chunks did
+//    (more blocks in the grid): plan_decode caps their chunk at 512;
 //  - q.k: each lane owns one 32-dim segment of one key (head_dim / 32 lanes per key) and
 //    reads it as 16-byte pieces (widened to f32) from a K row padded by 16 bytes per
 //    segment (144, 80 or 48 bytes: lane L starts at L x that, so the 8 lanes of a
@@ -56,11 +58,13 @@ constexpr int warps = 4;
 constexpr int threads = warps * 32;
 constexpr int max_chunk = 1024;  // keys per block (plan_decode's largest chunk)
 constexpr int min_chunk = 64;    // one 16-key tile per warp at head_dim 64
-// H200, 32 x 8k keys, f32 pool: 72.9% of copy at 2 (three blocks per SM), 65.2% at 3, 39.6%
-// at 4. bf16 and fp8: about the same ring bytes as f32's 2 stages.
-constexpr int default_stages(kv_elem e) { return e == kv_elem::f32 ? 2 : e == kv_elem::bf16 ? 3 : 4; }
-constexpr int max_stages_of(kv_elem e) { return e == kv_elem::f32 ? 4 : 8; }
-constexpr int max_stages = 8;  // cp_async_wait's range
+// Ring depth, H200, 32 x 8k keys (bench_cuda_kernels, 503c355): f32 pool 133 us at 2 stages
+// (three blocks per SM), 148 at 3, 244 at 4; bf16 105 / 110 / 145 (6 and 8: ~250); fp8 90 /
+// 92 / 95 (8: 126). The narrow pools are not held back by bytes in flight (bf16 at 2 stages
+// moves 45% of copy bandwidth): 2 stages everywhere. Deeper rings stay selectable for
+// tests and benches (TANDEM_CUDA_DECODE_STAGES), up to what fits the shared memory.
+constexpr int default_stages = 2;
+constexpr int max_stages_of(kv_elem e) { return e == kv_elem::f32 ? 4 : 8; }  // cp_async_wait goes to 7
 
 template <int HD>
 struct decode_partial {  // one split's unnormalised result for one query head
@@ -93,7 +97,7 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(n) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits until at most n of this thread's groups are pending (n: 0 .. max_stages - 1).
+// Waits until at most n of this thread's groups are pending (n: 0 .. 7).
 __device__ __forceinline__ void cp_async_wait(int n) {
   switch (n) {
     case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
@@ -394,7 +398,9 @@ decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size
   // chunks at small batches, where the step is a latency chain and a warp's whole run can
   // be requested before the previous kernel ends.
   const int64_t keys = int64_t{max_pages} * page_size;
-  int chunk = max_chunk;
+  // bf16 / fp8 pools at 32 x 8k keys: 95 / 83 us with 512-key chunks against 105 / 90 with
+  // 1024 (f32: 141 against 133), so their chunks stop at 512.
+  int chunk = type == kv_elem::f32 ? max_chunk : max_chunk / 2;
   while (chunk > min_chunk && (keys + chunk - 1) / chunk * n_seqs * n_kv_heads < 4 * 132) chunk /= 2;
   // TANDEM_CUDA_DECODE_CHUNK=64|128|...|1024 forces it (tests reach long chunks with few sequences).
   if (const char* e = std::getenv("TANDEM_CUDA_DECODE_CHUNK")) {
@@ -408,7 +414,7 @@ decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size
   p.ticket_bytes = static_cast<size_t>(n_seqs) * n_kv_heads * sizeof(int);
   // TANDEM_CUDA_DECODE_STAGES=2..decode_max_stages sets the ring depth (tests run each;
   // benches sweep it).
-  p.stages = default_stages(type);
+  p.stages = default_stages;
   if (const char* e = std::getenv("TANDEM_CUDA_DECODE_STAGES")) {
     const int st = std::atoi(e);
     if (st >= 2 && st <= max_stages_of(type)) p.stages = st;
