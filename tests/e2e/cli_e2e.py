@@ -136,6 +136,13 @@ class BadInput(unittest.TestCase):
         self.assertIn("engine.kv_dtype", r.stderr)
         self.assertIn("'f16' is not one of auto, f32, bf16, fp8_e4m3", r.stderr)
 
+    def test_gpu_memory_utilization_is_a_cuda_setting(self):
+        # serve's vLLM spelling is backend.memory_utilization: backend.cpu has no such
+        # setting, so the pipeline is refused at once, naming it.
+        r = tandem("serve", "--pipeline", "pipelines/cpu.yaml", "--gpu-memory-utilization", "0.5", timeout=60)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("backend.memory_utilization", r.stderr)
+
     def test_prompt_longer_than_the_context_fails_cleanly(self):
         r = tandem("run", "--raw", "--prompt", "word " * 600, "--set", "engine.max_model_len=256", "-q")
         self.assertEqual(r.returncode, 1)
