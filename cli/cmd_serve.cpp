@@ -35,6 +35,7 @@ struct serve_options {
   std::vector<std::string> cors_origins;
   // vLLM's names for pipeline settings (0 = not given).
   int64_t max_model_len = 0, max_num_seqs = 0;
+  std::string gpu_memory_utilization;  // passed on as text: the backend's schema checks it
 };
 
 po::options_description describe(serve_options& o) {
@@ -65,16 +66,10 @@ po::options_description describe(serve_options& o) {
       ("served-model-name", po::value(&o.served_model_name), "the model name clients send and /v1/models lists")
       ("max-model-len", po::value(&o.max_model_len), "context length (same as --set engine.max_model_len=N)")
       ("max-num-seqs", po::value(&o.max_num_seqs), "requests per engine step (same as --set scheduler.max_batch=N)")
-      ("gpu-memory-utilization", po::value<double>(),
-       "not supported: size the KV pool with --set backend.memory_mb=MiB or --set engine.kv_tokens=N");
+      ("gpu-memory-utilization", po::value(&o.gpu_memory_utilization),
+       "share (0-1] of the GPU memory free after the weights that the KV pool may take "
+       "(same as --set backend.memory_utilization=X; backend.cuda only)");
   return d;
-}
-
-// vLLM / llama-server spellings the user may reach for that tandem names differently.
-void reject_foreign_options(const po::variables_map& vm) {
-  if (vm.count("gpu-memory-utilization"))
-    throw po::error("--gpu-memory-utilization is not supported; size the KV pool with --set backend.memory_mb=MiB "
-                    "(the backend's budget for KV and workspace) or --set engine.kv_tokens=N");
 }
 
 // --chat-template names a file; its text replaces the model's template.
@@ -90,6 +85,7 @@ std::vector<std::string> overrides(const serve_options& o) {
   // Aliases first, so an explicit --set of the same key still wins.
   if (o.max_model_len > 0) out.push_back("engine.max_model_len=" + std::to_string(o.max_model_len));
   if (o.max_num_seqs > 0) out.push_back("scheduler.max_batch=" + std::to_string(o.max_num_seqs));
+  if (!o.gpu_memory_utilization.empty()) out.push_back("backend.memory_utilization=" + o.gpu_memory_utilization);
   out.insert(out.end(), o.sets.begin(), o.sets.end());
   if (!o.host.empty()) out.push_back("server.host=" + o.host);
   if (o.port > 0) out.push_back("server.port=" + std::to_string(o.port));
@@ -146,7 +142,6 @@ int run_serve(const args& a) {
     if (vm.count("api-key") && o.api_key.empty()) throw po::error("--api-key must not be empty");
     if (o.api_key_all_paths && o.api_key.empty() && !std::getenv("TANDEM_API_KEY"))
       throw po::error("--api-key-all-paths needs --api-key (or $TANDEM_API_KEY)");
-    reject_foreign_options(vm);
     if (vm.count("chat-template")) o.chat_template = read_template(o.chat_template);
   };
   // `tandem serve MODEL`, as `vllm serve MODEL`: the positional argument is --model.

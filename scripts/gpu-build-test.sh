@@ -18,7 +18,7 @@ targets=(plugins/cuda/backend.cuda.so plugins/cpu/backend.cpu.so plugins/gguf/we
          plugins/safetensors/weights.safetensors.so tests/models/test_glm_reference bench/glm/bench_glm_long_context
          tests/gpu/test_gpu_ops tests/gpu/test_gpu_attention_tc tests/gpu/test_gpu_exl3 tests/gpu/test_gpu_exl3_moe tests/gpu/test_gpu_viterbi tests/gpu/test_gpu_moe tests/gpu/test_gpu_mla tests/gpu/test_gpu_model
          bench/cuda/bench_cuda_kernels bench/cuda/bench_cuda_model bench/cuda/bench_cuda_exl3
-         bench/cuda/bench_cuda_exl3_moe bench/cuda/bench_cuda_moe)
+         bench/cuda/bench_cuda_exl3_moe bench/cuda/bench_cuda_moe bench/kv/bench_kv_quality)
 gpu_build "${targets[@]}"
 step test
 meson test -C "$BUILD" --no-rebuild --suite gpu --print-errorlogs ${GPU_TESTS:-} > "$OUT/test.log" 2>&1
@@ -41,6 +41,11 @@ if [ -z "${NO_BENCH:-}" ]; then
   smi=$!
   "$BUILD/bench/cuda/bench_cuda_kernels" > "$OUT/bench_kernels.txt" 2>&1
   "$BUILD/bench/cuda/bench_cuda_model" > "$OUT/bench_model.txt" 2>&1
+  # The KV element types' quality on the default model (prefill path, then the decode kernel).
+  if [ -n "$MODEL" ] && [ -x "$BUILD/bench/kv/bench_kv_quality" ]; then
+    "$BUILD/bench/kv/bench_kv_quality" --model "$MODEL" > "$OUT/bench_kv_quality.txt" 2>&1
+    "$BUILD/bench/kv/bench_kv_quality" --model "$MODEL" --chunk 1 --max-tokens 2048 >> "$OUT/bench_kv_quality.txt" 2>&1
+  fi
   # SKIP_EXL3_BENCH=1 leaves out the EXL3 GEMV bench; MOE_BENCH_LIMIT_S caps the MoE bench.
   [ -z "${SKIP_EXL3_BENCH:-}" ] && [ -x "$BUILD/bench/cuda/bench_cuda_exl3" ] && "$BUILD/bench/cuda/bench_cuda_exl3" > "$OUT/bench_exl3.txt" 2>&1
   [ -x "$BUILD/bench/cuda/bench_cuda_exl3_moe" ] && timeout "${MOE_BENCH_LIMIT_S:-240}" "$BUILD/bench/cuda/bench_cuda_exl3_moe" > "$OUT/bench_exl3_moe.txt" 2>&1
@@ -56,7 +61,7 @@ fi
   cat "$OUT/machine.txt"
   grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/test.log"
   grep -hE "max \\|diff|identical|near-tie|error" "$OUT/testlog.txt" 2>/dev/null | head -40
-  cat "$OUT/bench_kernels.txt" "$OUT/bench_model.txt" "$OUT/bench_exl3.txt" "$OUT/bench_exl3_moe.txt" "$OUT/bench_moe.txt" \
+  cat "$OUT/bench_kernels.txt" "$OUT/bench_model.txt" "$OUT/bench_kv_quality.txt" "$OUT/bench_exl3.txt" "$OUT/bench_exl3_moe.txt" "$OUT/bench_moe.txt" \
     "$OUT/clocks_summary.txt" 2>/dev/null
 } | tee "$OUT/summary.txt"
 exit $test_rc

@@ -21,7 +21,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }  // namespace
 
 llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp, const tp_group& tp)
-    : be_(be), weights_(weights), hp_full_(hp), tp_(tp), hp_(hp) {
+    : be_(be), weights_(weights), hp_full_(hp), tp_(tp), hp_(hp), kv_type_(be.kv_types().front()) {
   // q and k are rotated inside attention (fused with the KV write where the backend can).
   rope_ = {hp_.rope_theta, hp_.rope_dims, false};
   batch_.rope = &rope_;
@@ -52,7 +52,15 @@ std::vector<backend_op> llama_model::ops() {
 std::vector<backend_op> llama_model::required_ops() const { return ops(); }
 
 kv_spec llama_model::kv_needs() const {
-  return {{{"gqa", hp_.n_layers, hp_.n_kv_heads, hp_.head_dim, true, be_.activation_type()}}};
+  return {{{"gqa", hp_.n_layers, hp_.n_kv_heads, hp_.head_dim, true, kv_type_}}};
+}
+
+void llama_model::set_kv_type(dtype t) {
+  if (kv_) throw error("llama_model: set_kv_type after allocate_kv");
+  const std::vector<dtype> can = be_.kv_types();
+  if (std::find(can.begin(), can.end(), t) == can.end())
+    throw config_error("engine.kv_dtype", "the backend's attention cannot read a KV cache of " + std::string(name(t)));
+  kv_type_ = t;
 }
 
 void llama_model::allocate_kv(int64_t kv_pages, int page_size) {
@@ -67,7 +75,7 @@ void llama_model::allocate_kv(int64_t kv_pages, int page_size) {
   layout.page_size = page_size;
   layout.n_kv_heads = hp_.n_kv_heads;
   layout.head_dim = hp_.head_dim;
-  layout.type = be_.activation_type();
+  layout.type = kv_type_;
   kv_ = be_.alloc_kv(layout);
 }
 

@@ -43,6 +43,8 @@ class llama_model final : public model {
   std::vector<backend_op> required_ops() const override;
   static std::vector<backend_op> ops();  // what every llama model uses
   kv_spec kv_needs() const override;
+  // Any type the backend's attention reads (backend::kv_types); its preferred one until set.
+  void set_kv_type(dtype t) override;
   const llama_hparams& hparams() const { return hp_full_; }
   const kv_layout& kv() const { return kv_->layout(); }
 
@@ -100,6 +102,7 @@ class llama_model final : public model {
   std::unique_ptr<linear_weight> tok_embd_, output_;  // output_ null when tied
   std::unique_ptr<device_buffer> output_norm_;
   std::vector<layer> layers_;
+  dtype kv_type_;  // element type of the K/V pool
   std::unique_ptr<kv_storage> kv_;
   step_workspace ws_;
   attention_batch batch_;

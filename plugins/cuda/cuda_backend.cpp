@@ -59,7 +59,7 @@ std::string cuda_backend::describe() const {
   device_memory(&free_b, &total_b);
   char line[512];
   std::snprintf(line, sizeof line,
-                "CUDA %s (sm_%d%d, %d SMs, %.1f of %.1f GiB free): f32 activations and KV, "
+                "CUDA %s (sm_%d%d, %d SMs, %.1f of %.1f GiB free): f32 activations, "
                 "Q4_1/Q8_0 GEMV (%s activations), f16 tensor-core GEMM for prefill, CUDA graphs %s",
                 prop_.name, prop_.major, prop_.minor, prop_.multiProcessorCount,
                 static_cast<double>(free_b) / (1 << 30), static_cast<double>(total_b) / (1 << 30),
@@ -74,7 +74,7 @@ size_t cuda_backend::memory_budget() const {
   // The runtime asks after the weights are loaded; keep 1 GiB for step workspaces, cuBLAS
   // and graphs, which are allocated later.
   const size_t reserve = size_t{1} << 30;
-  return free_b > reserve ? (free_b - reserve) / 10 * 9 : 0;
+  return free_b > reserve ? static_cast<size_t>(static_cast<double>(free_b - reserve) * opt_.memory_utilization) : 0;
 }
 
 std::unique_ptr<device_buffer> cuda_backend::alloc(size_t bytes) {

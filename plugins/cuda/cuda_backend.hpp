@@ -39,11 +39,12 @@ class cuda_linear;
 
 struct cuda_options {
   int device = 0;
-  int64_t memory_mb = 0;  // KV and workspace budget; 0 = 90% of free memory less 2 GiB
+  int64_t memory_mb = 0;  // KV and workspace budget; 0 = memory_utilization of the free memory
   bool graphs = true;     // record run_recorded() bodies as CUDA graphs
   bool gemm = true;       // tensor-core GEMM for steps of more than 8 rows (else GEMV only)
   bool q8_activations = true;  // decode GEMV with activations quantized as backend.cpu's q8 (else f32;
                                // EXL3 MUL1: int8 activations per 128-block, else fp16)
+  double memory_utilization = 0.9;  // share of (free memory after the weights - 1 GiB)
 };
 
 class cuda_backend final : public backend {
@@ -57,6 +58,9 @@ class cuda_backend final : public backend {
   std::string describe() const override;
   dtype activation_type() const override { return dtype::f32; }
   size_t memory_budget() const override;
+  // bf16 first: half the bytes of f32 per key (decode attention streams them), rounding
+  // far below the q8 GEMVs'; fp8_e4m3 on request.
+  std::vector<dtype> kv_types() const override { return {dtype::bf16, dtype::f32, dtype::fp8_e4m3}; }
 
   std::unique_ptr<device_buffer> alloc(size_t bytes) override;
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override;

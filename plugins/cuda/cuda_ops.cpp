@@ -283,7 +283,8 @@ void cuda_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_sto
   }
   if (decode) {
     if (dr.on) attach_rope_table(dr, pool.head_dim, b.max_pages * pool.page_size);
-    const decode_plan plan = plan_decode(b.n_seqs, pool.n_kv_heads, b.max_pages, pool.page_size, pool.head_dim, n_heads);
+    const decode_plan plan =
+        plan_decode(b.n_seqs, pool.n_kv_heads, b.max_pages, pool.page_size, pool.head_dim, n_heads, pool.type);
     void* part = grow(attn_part_, plan.scratch_bytes, "attention");
     if (attn_tickets_.grow(plan.ticket_bytes)) {
       // Zeroed once; every launch leaves them zeroed again.

@@ -109,8 +109,24 @@ void cuda_linear::upload_weight(const tensor_info& t, bool with_f16, cudaStream_
   check(cudaStreamSynchronize(stream), "load_linear");
 }
 
-cuda_kv::cuda_kv(const kv_layout& layout) : layout_(layout) {
-  if (layout.type != dtype::f32) throw error("backend.cuda: the KV pool is f32, asked for " + std::string(name(layout.type)));
+namespace {
+
+kv_elem kv_elem_of(const kv_layout& layout) {
+  // Key-only caches (MLA latent, DSA indexer keys) are read by f32-only kernels.
+  if (!layout.values && layout.type != dtype::f32)
+    throw error("backend.cuda: a key-only (MLA / DSA) cache is f32, asked for " + std::string(name(layout.type)));
+  switch (layout.type) {
+    case dtype::f32: return kv_elem::f32;
+    case dtype::bf16: return kv_elem::bf16;
+    case dtype::fp8_e4m3: return kv_elem::fp8_e4m3;
+    default:
+      throw error("backend.cuda: the KV pool is f32, bf16 or fp8_e4m3, asked for " + std::string(name(layout.type)));
+  }
+}
+
+}  // namespace
+
+cuda_kv::cuda_kv(const kv_layout& layout) : layout_(layout), elem_(kv_elem_of(layout)) {
   // GQA attention's kernels are specialised by head size; key-only caches are read by the
   // MLA and DSA kernels, which take any width their ops accept (checked there).
   if (layout.values && !attention_head_dim_supported(layout.head_dim))
@@ -119,7 +135,7 @@ cuda_kv::cuda_kv(const kv_layout& layout) : layout_(layout) {
       layout.head_dim <= 0)
     throw error("backend.cuda: empty KV layout");
   const size_t bytes = static_cast<size_t>(layout.n_pages) * layout.page_size * layout.n_kv_heads *
-                       layout.head_dim * sizeof(float);
+                       layout.head_dim * kv_elem_bytes(elem_);
   for (int l = 0; l < layout.n_layers; ++l) {
     k_.push_back(std::make_unique<cuda_buffer>(bytes));
     if (layout.values) v_.push_back(std::make_unique<cuda_buffer>(bytes));
@@ -131,8 +147,8 @@ dev_kv cuda_kv::layer(int l) const {
     throw error("backend.cuda: KV layer " + std::to_string(l) + " of " + std::to_string(layout_.n_layers));
   if (!layout_.values)
     throw error("backend.cuda: attention needs a K and V cache; this one is key-only (an MLA / DSA cache)");
-  return {static_cast<float*>(k_[l]->data()), static_cast<float*>(v_[l]->data()), layout_.n_pages,
-          layout_.page_size, layout_.n_kv_heads, layout_.head_dim};
+  return {k_[l]->data(), v_[l]->data(), layout_.n_pages, layout_.page_size, layout_.n_kv_heads, layout_.head_dim,
+          elem_};
 }
 
 float* cuda_kv::keys(int l, const char* op) const {

@@ -40,8 +40,9 @@ class cuda_linear final : public linear_weight {
   std::unique_ptr<cuda_buffer> qs_, scales_, f16_;
 };
 
-// K and V of every layer, f32, [n_pages, page_size, n_kv_heads, head_dim] each; K only
-// for a key-only layout (values = false: the MLA latent cache, the DSA indexer's keys).
+// K and V of every layer, [n_pages, page_size, n_kv_heads, head_dim] each of f32, bf16 or
+// fp8_e4m3; K only, f32, for a key-only layout (values = false: the MLA latent cache, the
+// DSA indexer's keys).
 class cuda_kv final : public kv_storage {
  public:
   explicit cuda_kv(const kv_layout& layout);
@@ -54,6 +55,7 @@ class cuda_kv final : public kv_storage {
 
  private:
   kv_layout layout_;
+  kv_elem elem_;
   std::vector<std::unique_ptr<cuda_buffer>> k_, v_;
 };
 

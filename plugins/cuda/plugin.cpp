@@ -14,7 +14,11 @@ namespace {
 const config_key keys[] = {
     {"device", config_type::integer, "0", "GPU ordinal", 0, 64},
     {"memory_mb", config_type::integer, "0",
-     "memory budget for KV and workspace in MiB; 0 = 90% of free GPU memory less 2 GiB", 0, 1 << 24},
+     "memory budget for KV and workspace in MiB; 0 = memory_utilization of the free GPU memory", 0, 1 << 24},
+    {"memory_utilization", config_type::number, "0.9",
+     "share of the GPU memory free after the weights (less 1 GiB kept for step workspaces) that the KV "
+     "pool may take when engine.kv_tokens is 0 and memory_mb is 0 (vLLM's --gpu-memory-utilization)",
+     0.01, 1},
     {"graphs", config_type::boolean, "true", "record decode steps as CUDA graphs and replay them"},
     {"gemm", config_type::boolean, "true",
      "f16 tensor-core GEMM for steps of more than 8 tokens (weights dequantized once at load)"},
@@ -42,6 +46,7 @@ plugin_object* create(const plugin_context& ctx) {
   if (ctx.cfg != nullptr) {
     if (ctx.cfg->has("device")) opt.device = static_cast<int>(ctx.cfg->get_int("device"));
     if (ctx.cfg->has("memory_mb")) opt.memory_mb = ctx.cfg->get_int("memory_mb");
+    if (ctx.cfg->has("memory_utilization")) opt.memory_utilization = ctx.cfg->get_number("memory_utilization");
     if (ctx.cfg->has("graphs")) opt.graphs = ctx.cfg->get_bool("graphs");
     if (ctx.cfg->has("gemm")) opt.gemm = ctx.cfg->get_bool("gemm");
     if (ctx.cfg->has("q8_activations")) opt.q8_activations = ctx.cfg->get_bool("q8_activations");

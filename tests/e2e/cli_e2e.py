@@ -120,6 +120,29 @@ class BadInput(unittest.TestCase):
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertIn("truncated.gguf", r.stderr)
 
+    def test_kv_dtype_the_backend_cannot_keep_is_refused_at_load(self):
+        # backend.cpu's attention reads f32 only: bf16 and fp8 are refused before any
+        # request, naming the setting; f32 (and auto, which is f32 there) run.
+        for t in ("bf16", "fp8_e4m3"):
+            r = tandem("run", "--raw", "--prompt", "x", "-n", "1", *EXACT, "--set", f"engine.kv_dtype={t}")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f"engine.kv_dtype: backend.cpu cannot keep the KV cache in {t} (its attention reads f32)",
+                          r.stderr)
+        r = tandem("run", "--raw", "--prompt", "x", "-n", "1", *EXACT[:-1], "--set", "engine.kv_dtype=f32")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("MiB of f32", r.stderr)  # the pool's line names its element type
+        r = tandem("validate", "pipelines/default.yaml", "--set", "engine.kv_dtype=f16")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("engine.kv_dtype", r.stderr)
+        self.assertIn("'f16' is not one of auto, f32, bf16, fp8_e4m3", r.stderr)
+
+    def test_gpu_memory_utilization_is_a_cuda_setting(self):
+        # serve's vLLM spelling is backend.memory_utilization: backend.cpu has no such
+        # setting, so the pipeline is refused at once, naming it.
+        r = tandem("serve", "--pipeline", "pipelines/cpu.yaml", "--gpu-memory-utilization", "0.5", timeout=60)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("backend.memory_utilization", r.stderr)
+
     def test_prompt_longer_than_the_context_fails_cleanly(self):
         r = tandem("run", "--raw", "--prompt", "word " * 600, "--set", "engine.max_model_len=256", "-q")
         self.assertEqual(r.returncode, 1)

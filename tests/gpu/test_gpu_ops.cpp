@@ -15,7 +15,12 @@
 //  - the q8 GEMV (activations quantized as backend.cpu's quantize_q8, integer block dots)
 //    against a host mirror of backend.cpu's scalar q8 path: the integers are identical, only
 //    the float sums' order differs: < 1e-5;
-//  - copies (embedding, gather, KV write, add) and sampling are exact.
+//  - copies (embedding, gather, KV write, add) and sampling are exact;
+//  - bf16 / fp8 e4m3 KV pools: the KV write stores exactly the host's rounding of k and v
+//    (kv_elems.hpp); attention matches the reference run on those stored values to the
+//    f32 pool's tolerances (1e-4 for decode with RoPE, where a rotation that differs by an
+//    ulp may round the other way), and the reference on the unrounded values to the
+//    rounding's own size: bf16 (2^-9 relative per element) < 1e-2, fp8 e4m3 (2^-4) < 0.1.
 // `gpu()` runs the f32 GEMV (q8_activations off) so the fp32 tolerances apply; `gpu_q8()`
 // is the default configuration.
 #include <cstdio>
@@ -26,6 +31,7 @@
 
 #include "cuda_weights.hpp"
 #include "gpu_util.hpp"
+#include "kv_elems.hpp"
 #include "tandem/error.hpp"
 #include "tandem_quant/ggml_blocks.hpp"
 #include "tandem_ref/attention.hpp"
@@ -413,31 +419,58 @@ BOOST_AUTO_TEST_CASE(rope_pointwise_gather) {
 
 namespace {
 
-// One attention case: pool pre-filled with random K/V (the cached tokens), then the batch.
+// Attention of q over the pool (kpool, vpool) after writing k, v, with batch.rope = rope,
+// on the host; kvt: the pool's element type (k and v rounded to it after the rotation, as
+// the backend stores them). Returns the output; kpool holds the pool afterwards.
+std::vector<float> reference_attention(test::batch_builder& bb, int n_heads, int n_kv, int hd, int page,
+                                       int64_t n_pages, const rope_params* rope, dtype kvt, std::vector<float> q,
+                                       std::vector<float> k, const std::vector<float>& v, std::vector<float>& kpool,
+                                       std::vector<float> vpool) {
+  const int64_t n = bb.batch.n_tokens;
+  if (rope != nullptr) {
+    ref::rope(q.data(), n, n_heads, hd, bb.positions.data(), *rope);
+    ref::rope(k.data(), n, n_kv, hd, bb.positions.data(), *rope);
+  }
+  k = test::round_kv(kvt, k);
+  const std::vector<float> vr = test::round_kv(kvt, v);
+  std::vector<float> out(n * n_heads * hd);
+  ref::paged_kv rkv{kpool.data(), vpool.data(), n_pages, page, n_kv, hd};
+  ref::attention(q.data(), k.data(), vr.data(), n_heads, rkv, bb.batch, 1.0f / std::sqrt(static_cast<float>(hd)),
+                 out.data());
+  return out;
+}
+
+std::string fmt_case(int64_t ns, int64_t n, int n_heads, int n_kv, int hd, bool rope, int repeats, dtype kvt) {
+  std::ostringstream s;
+  s << "attention " << ns << " seqs, " << n << " tokens, heads " << n_heads << "/" << n_kv << " d" << hd
+    << (rope ? " rope" : "") << " x" << repeats << " " << name(kvt) << " KV";
+  return s.str();
+}
+
+// One attention case: pool pre-filled with random K/V (the cached tokens), then the batch,
+// on a pool of element type kvt.
 void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n_kv, int hd, int page,
-                     int64_t n_pages, const rope_params* rope = nullptr, int repeats = 1) {
+                     int64_t n_pages, const rope_params* rope = nullptr, int repeats = 1, dtype kvt = dtype::f32) {
   test::batch_builder bb(seqs, page);
   const int64_t n = bb.batch.n_tokens, slots = n_pages * page, ts = int64_t{n_kv} * hd;
-  auto kpool = test::random_floats(rng(), slots * ts), vpool = test::random_floats(rng(), slots * ts);
+  const auto kpool_f32 = test::random_floats(rng(), slots * ts), vpool_f32 = test::random_floats(rng(), slots * ts);
   auto q = test::random_floats(rng(), n * n_heads * hd), k = test::random_floats(rng(), n * ts),
        v = test::random_floats(rng(), n * ts);
-  std::vector<float> ref(n * n_heads * hd), kref = kpool, vref = vpool;
-  ref::paged_kv rkv{kref.data(), vref.data(), n_pages, page, n_kv, hd};
+  // The cached tokens as the pool holds them; the reference on those (what the kernels must
+  // match closely) and on the unrounded values (what the element type costs).
+  const std::vector<float> kpool = test::round_kv(kvt, kpool_f32), vpool = test::round_kv(kvt, vpool_f32);
+  std::vector<float> kref = kpool, kref_f32 = kpool_f32;
+  const std::vector<float> ref = reference_attention(bb, n_heads, n_kv, hd, page, n_pages, rope, kvt, q, k, v, kref, vpool);
+  const std::vector<float> ref_f32 =
+      reference_attention(bb, n_heads, n_kv, hd, page, n_pages, rope, dtype::f32, q, k, v, kref_f32, vpool_f32);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  {
-    std::vector<float> qr = q, kr = k;  // attention with batch.rope = rope, then attention
-    if (rope != nullptr) {
-      ref::rope(qr.data(), n, n_heads, hd, bb.positions.data(), *rope);
-      ref::rope(kr.data(), n, n_kv, hd, bb.positions.data(), *rope);
-    }
-    ref::attention(qr.data(), kr.data(), v.data(), n_heads, rkv, bb.batch, scale, ref.data());
-  }
 
-  kv_layout lay{1, n_pages, page, n_kv, hd, dtype::f32};
+  kv_layout lay{1, n_pages, page, n_kv, hd, kvt};
   auto kv = gpu().alloc_kv(lay);
   const cuda::dev_kv pool = dynamic_cast<cuda::cuda_kv&>(*kv).layer(0);
-  gpu().copy_to_device(pool.k, kpool.data(), kpool.size() * 4);
-  gpu().copy_to_device(pool.v, vpool.data(), vpool.size() * 4);
+  const std::vector<uint8_t> kbytes = test::encode_kv(kvt, kpool), vbytes = test::encode_kv(kvt, vpool);
+  gpu().copy_to_device(pool.k, kbytes.data(), kbytes.size());
+  gpu().copy_to_device(pool.v, vbytes.data(), vbytes.size());
   dvec<int32_t> qs(gpu(), bb.query_start), sl(gpu(), bb.seq_lens), pt(gpu(), bb.page_table),
       sm(gpu(), bb.slot_mapping), ps(gpu(), bb.positions);
   attention_batch b = bb.batch;
@@ -457,18 +490,27 @@ void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n
     gpu().attention(dq.view({n, n_heads, hd}), dk.view({n, n_kv, hd}), dv.view({n, n_kv, hd}), *kv, 0, b,
                     scale, out.view({n, n_heads, hd}));
   }
-  std::vector<float> kgpu(kpool.size());
-  gpu().copy_to_host(kgpu.data(), pool.k, kgpu.size() * 4);
+  std::vector<uint8_t> kgpu_bytes(kbytes.size());
+  gpu().copy_to_host(kgpu_bytes.data(), pool.k, kgpu_bytes.size());
   gpu().synchronize();
-  // The KV write copies; with RoPE the rotation rounds as the reference does up to a float.
+  const std::vector<float> kgpu = test::decode_kv(kvt, kgpu_bytes);
+  const bool rounded = kvt != dtype::f32;
+  // The KV write copies (rounding as the host does); with RoPE the rotation rounds as the
+  // reference does up to a float, which may tip a rounding to the neighbouring value.
   if (rope == nullptr) BOOST_TEST(test::max_abs_err(kgpu, kref) == 0.0, "KV write");
-  else BOOST_TEST(test::rel_err(kgpu, kref) < 1e-6, "KV write (rotated)");
+  else BOOST_TEST(test::rel_err(kgpu, kref) < (rounded ? 1e-4 : 1e-6), "KV write (rotated)");
   // Decode steps stay fp32; prefill runs the f16 tensor-core kernel (q, K, V rounded to
   // f16, P to f16, fp32 accumulation): 3e-3, as its own test states.
-  const double tol = n == ns ? 2e-5 : 3e-3;
-  const double e = test::rel_err(out.host(), ref);
-  BOOST_TEST(e < tol, "attention " << ns << " seqs, " << n << " tokens, heads " << n_heads << "/" << n_kv
-                                    << " d" << hd << (rope ? " rope" : "") << " x" << repeats << ": rel err " << e);
+  const double tol = n == ns ? (rounded && rope ? 1e-4 : 2e-5) : 3e-3;
+  const std::vector<float> got = out.host();
+  const double e = test::rel_err(got, ref);
+  const std::string what = fmt_case(ns, n, n_heads, n_kv, hd, rope != nullptr, repeats, kvt);
+  BOOST_TEST(e < tol, what << ": rel err " << e);
+  if (rounded) {
+    const double bound = kvt == dtype::bf16 ? 1e-2 : 0.1, e32 = test::rel_err(got, ref_f32);
+    BOOST_TEST_MESSAGE(what << ": rel err " << e << " on the stored values, " << e32 << " against the f32 pool");
+    BOOST_TEST(e32 < bound, what << ": rel err against the unrounded f32 reference " << e32);
+  }
 }
 
 // `count` distinct pages first .. first + count - 1, not in order (a stride prime to count:
@@ -517,6 +559,52 @@ BOOST_AUTO_TEST_CASE(attention_prefill_mixed_decode) {
   }
   unsetenv("TANDEM_CUDA_DECODE_STAGES");
   unsetenv("TANDEM_CUDA_DECODE_CHUNK");
+}
+
+// The same cases on bf16 and fp8 e4m3 pools (kv_write, the tensor-core prefill and the
+// decode kernel read and write the narrow types), at each type's planned ring depth, the
+// shallowest, the deepest, and with long chunks (many tiles per warp).
+BOOST_AUTO_TEST_CASE(attention_bf16_and_fp8_pools) {
+  for (dtype kvt : {dtype::bf16, dtype::fp8_e4m3})
+  for (auto [stages, chunk] : {std::pair{"", ""}, std::pair{"2", "1024"}, std::pair{"8", "256"}, std::pair{"5", "1024"}})
+  for (auto [h, kvh, hd] : {std::tuple{9, 3, 64}, std::tuple{8, 2, 128}, std::tuple{4, 4, 64}}) {
+    BOOST_TEST_MESSAGE(name(kvt) << " pool, decode ring stages " << (*stages ? stages : "planned") << ", chunk "
+                                 << (*chunk ? chunk : "planned"));
+    if (*stages) setenv("TANDEM_CUDA_DECODE_STAGES", stages, 1);
+    else unsetenv("TANDEM_CUDA_DECODE_STAGES");
+    if (*chunk) setenv("TANDEM_CUDA_DECODE_CHUNK", chunk, 1);
+    else unsetenv("TANDEM_CUDA_DECODE_CHUNK");
+    check_attention({{pages_from(0, 3), 0, 37}}, h, kvh, hd, 16, 64, nullptr, 1, kvt);
+    check_attention({{pages_from(0, 3), 20, 13}, {pages_from(3, 7), 100, 1}, {pages_from(10, 1), 0, 1},
+                     {pages_from(11, 12), 60, 129}},
+                    h, kvh, hd, 16, 64, nullptr, 1, kvt);
+    check_attention({{pages_from(0, 1), 0, 1}, {pages_from(1, 2), 16, 1}, {pages_from(3, 19), 299, 1},
+                     {pages_from(22, 63), 999, 1}, {pages_from(85, 257), 4099, 1}},
+                    h, kvh, hd, 16, 400, nullptr, 1, kvt);
+    const rope_params rp{100000.0f, 0, false};
+    check_attention({{pages_from(0, 3), 20, 13}, {pages_from(3, 7), 100, 1}}, h, kvh, hd, 16, 64, &rp, 1, kvt);
+    check_attention({{pages_from(0, 1), 0, 1}, {pages_from(1, 19), 299, 1}, {pages_from(20, 257), 4099, 1}}, h,
+                    kvh, hd, 16, 400, &rp, 3, kvt);
+  }
+  unsetenv("TANDEM_CUDA_DECODE_STAGES");
+  unsetenv("TANDEM_CUDA_DECODE_CHUNK");
+}
+
+BOOST_AUTO_TEST_CASE(kv_pool_types_and_refusals) {
+  // Key-only (MLA / DSA) caches stay f32; other element types are refused at alloc_kv.
+  kv_layout latent{1, 4, 16, 1, 576, dtype::bf16, false};
+  BOOST_CHECK_THROW(gpu().alloc_kv(latent), tandem::error);
+  kv_layout f16_pool{1, 4, 16, 2, 64, dtype::f16};
+  BOOST_CHECK_THROW(gpu().alloc_kv(f16_pool), tandem::error);
+  const std::vector<dtype> types = gpu().kv_types();
+  BOOST_TEST((types.front() == dtype::bf16));  // engine.kv_dtype auto
+  for (dtype t : types) {
+    kv_layout lay{2, 4, 16, 2, 64, t};
+    auto kv = gpu().alloc_kv(lay);
+    BOOST_TEST(static_cast<int>(dynamic_cast<cuda::cuda_kv&>(*kv).layer(1).type) ==
+               static_cast<int>(t == dtype::f32 ? cuda::kv_elem::f32
+                                : t == dtype::bf16 ? cuda::kv_elem::bf16 : cuda::kv_elem::fp8_e4m3));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(sampling_matches_reference) {

@@ -192,6 +192,10 @@ class TANDEM_API backend : public plugin_object {
   virtual std::string describe() const = 0;      // one line for start-up logs
   virtual dtype activation_type() const = 0;     // dtype of activation buffers
   virtual size_t memory_budget() const = 0;      // bytes usable for KV and workspace
+  // Element types attention() reads from a K-and-V cache (alloc_kv of a layout with values),
+  // the preferred first: engine.kv_dtype `auto` takes it. Key-only caches (MLA, DSA) stay
+  // activation_type(). Default: f32 only.
+  virtual std::vector<dtype> kv_types() const { return {dtype::f32}; }
 
   // Memory. Copies are between host memory and a buffer of this backend.
   virtual std::unique_ptr<device_buffer> alloc(size_t bytes) = 0;

@@ -14,6 +14,7 @@ enum class dtype : uint8_t {
   f32, f16, bf16, i32, i64, u8,
   q4_0, q4_1, q8_0,  // GGML block formats, 32 elements per block
   exl3,              // EXL3 trellis: `data` is a tandem::exl3_tensor descriptor (exl3_tensor.hpp)
+  fp8_e4m3,          // OCP FP8 E4M3 (max 448, no infinities): a KV cache element type
 };
 
 struct dtype_traits {
@@ -34,6 +35,7 @@ constexpr dtype_traits traits(dtype t) {
     case dtype::q4_1: return {"q4_1", 32, 20};
     case dtype::q8_0: return {"q8_0", 32, 34};
     case dtype::exl3: return {"exl3", 1, 0};  // no byte layout: see row_bytes
+    case dtype::fp8_e4m3: return {"fp8_e4m3", 1, 1};
   }
   return {"?", 1, 1};
 }

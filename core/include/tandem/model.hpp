@@ -76,6 +76,11 @@ class TANDEM_API model {
   virtual kv_spec kv_needs() const = 0;
   // Allocates every cache group with `kv_pages` pages of `page_size` tokens; once.
   virtual void allocate_kv(int64_t kv_pages, int page_size) = 0;
+  // Keeps the caches in element type `t` (engine.kv_dtype), before kv_needs() sizes the pool
+  // and allocate_kv. A model starts with its own choice (the backend's preferred type where
+  // it can). Default: accepts only the type every group already has; config_error naming
+  // engine.kv_dtype otherwise.
+  virtual void set_kv_type(dtype t);
 
   // Computes one step plan. model_error / request_error on a plan the model cannot run.
   virtual void forward(const step_plan& plan, const forward_options& opt = {}) = 0;

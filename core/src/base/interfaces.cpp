@@ -2,6 +2,7 @@
 // libtandem_core.so, shared by the host and every plugin.
 #include "tandem/backend.hpp"
 #include "tandem/drafter.hpp"
+#include "tandem/error.hpp"
 #include "tandem/logger.hpp"
 #include "tandem/model.hpp"
 #include "tandem/plugin_abi.hpp"
@@ -23,12 +24,21 @@ transport::~transport() = default;
 logger::~logger() = default;
 model::~model() = default;
 
+void model::set_kv_type(dtype t) {
+  for (const kv_group& g : kv_needs().groups) {
+    if (g.type != t)
+      throw config_error("engine.kv_dtype", info().arch + " keeps its " + g.what + " cache in " +
+                                                std::string(name(g.type)) + ", not " + std::string(name(t)) +
+                                                " (use auto or " + std::string(name(g.type)) + ")");
+  }
+}
+
 std::string kv_spec::describe() const {
   std::string s;
   for (const kv_group& g : groups) {
     if (!s.empty()) s += " + ";
     s += g.what + ": " + std::to_string(g.n_layers) + " layers x " + std::to_string(g.heads) + " x " +
-         std::to_string(g.dims) + (g.values ? " (K and V)" : " (K only)");
+         std::to_string(g.dims) + (g.values ? " (K and V, " : " (K only, ") + std::string(name(g.type)) + ")";
   }
   return s;
 }

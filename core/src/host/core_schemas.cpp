@@ -10,6 +10,10 @@ config_schema engine_schema() {
       {"page_size", config_type::integer, "16", "tokens per KV-cache page", 1, 4096},
       {"kv_tokens", config_type::integer, "0",
        "tokens of KV cache to allocate; 0 = size from the backend's free memory", 0, 100e6},
+      {"kv_dtype", config_type::string, "auto",
+       "element type of the K/V cache: auto (the backend's preferred: bf16 on backend.cuda, f32 on "
+       "backend.cpu), f32, bf16 or fp8_e4m3 (scale 1.0); a backend or model that cannot keep it refuses "
+       "it at load", 0, 0, "auto|f32|bf16|fp8_e4m3"},
       {"seed", config_type::integer, "0", "random seed for sampling"},
       {"prefix_caching", config_type::boolean, "true",
        "reuse the KV pages of cached prompt prefixes by reference (automatic prefix caching)"},

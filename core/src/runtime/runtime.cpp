@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fmt/format.h>
 
+#include "kv_type.hpp"
 #include "rank_setup.hpp"
 #include "step_broadcast.hpp"
 #include "registry.hpp"
@@ -60,14 +61,21 @@ pipeline_spec load_spec(const std::filesystem::path& file, plugin_host& host,
 }
 
 // KV pages: the pipeline's kv_tokens, or as many as the backend's memory budget holds
-// (asked after the weights are loaded), never more than 64 sequences of the maximum length.
+// (asked after the weights are loaded: on backend.cuda its memory_utilization share of the
+// free GPU memory), never more than 64 sequences of the maximum length. `how` says which
+// bound sized it, for the start-up summary.
 int64_t kv_pages_for(const pipeline_spec& spec, const backend& be, const kv_spec& per_token,
-                     int64_t max_model_len) {
+                     int64_t max_model_len, std::string& how) {
   const int64_t page = spec.engine.get_int("page_size");
   int64_t tokens = spec.engine.get_int("kv_tokens");
+  how = "engine.kv_tokens";
   if (tokens == 0) {
-    tokens = static_cast<int64_t>(be.memory_budget() / static_cast<size_t>(per_token.bytes_per_token()));
-    tokens = std::min(tokens, 64 * max_model_len);
+    const size_t budget = be.memory_budget();
+    const int64_t fit = static_cast<int64_t>(budget / static_cast<size_t>(per_token.bytes_per_token()));
+    tokens = std::min(fit, 64 * max_model_len);
+    how = fit > tokens ? fmt::format("capped at 64 x max_model_len; the backend's budget of {} MiB holds {} tokens",
+                                     budget >> 20, fit)
+                       : fmt::format("the backend's budget of {} MiB", budget >> 20);
   }
   const int64_t pages = tokens / page;
   if (pages < (max_model_len + page - 1) / page && spec.engine.get_int("kv_tokens") == 0)
@@ -76,6 +84,14 @@ int64_t kv_pages_for(const pipeline_spec& spec, const backend& be, const kv_spec
                                                        max_model_len));
   if (pages < 1) throw config_error("engine.kv_tokens", "the KV pool must hold at least one page");
   return pages;
+}
+
+// The element type of the K/V groups (the first group's when they differ), for the summary.
+std::string kv_types_of(const kv_spec& s) {
+  std::string out;
+  for (const kv_group& g : s.groups)
+    if (out.find(name(g.type)) == std::string::npos) out += (out.empty() ? "" : "/") + std::string(name(g.type));
+  return out;
 }
 
 prefix_cache_settings cache_settings(const config& eng) {
@@ -127,13 +143,15 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
 
   say(fmt::format("loading weights onto {}", m.be->describe()));
   m.mdl = create_model(*m.be, *m.weights, model_file.string(), tp);
+  apply_kv_dtype(m.spec.engine, *m.be, m.spec.backend.name, *m.mdl);
   const model_info& info = m.mdl->info();
   const int64_t want_len = m.spec.engine.get_int("max_model_len");
   m.max_model_len = want_len > 0 ? want_len : info.context;
   const int page = static_cast<int>(m.spec.engine.get_int("page_size"));
   const kv_spec per_token = m.mdl->kv_needs();
   // Sized after the weights are on the device, from the memory they left.
-  const int64_t pages = kv_pages_for(m.spec, *m.be, per_token, m.max_model_len);
+  std::string sized_by;
+  const int64_t pages = kv_pages_for(m.spec, *m.be, per_token, m.max_model_len, sized_by);
   m.mdl->allocate_kv(pages, page);
   m.kv_pool_tokens = pages * page;
   tell_workers_kv_pool(*m.comm, pages, page);
@@ -169,10 +187,10 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   m.summary.push_back(fmt::format("backend: {}", m.be->describe()));
   m.summary.push_back(fmt::format("KV per token: {} bytes ({})", per_token.bytes_per_token(), per_token.describe()));
   m.summary.push_back(fmt::format(
-      "KV pool: {} tokens ({} pages of {}, {:.1f} MiB); maximum concurrency for {} tokens per "
+      "KV pool: {} tokens ({} pages of {}, {:.1f} MiB of {}; {}); maximum concurrency for {} tokens per "
       "request: {:.2f}x", kv_tokens, pages, page,
-      static_cast<double>(kv_tokens) * per_token.bytes_per_token() / (1 << 20), m.max_model_len,
-      static_cast<double>(pages) / static_cast<double>((m.max_model_len + page - 1) / page)));
+      static_cast<double>(kv_tokens) * per_token.bytes_per_token() / (1 << 20), kv_types_of(per_token), sized_by,
+      m.max_model_len, static_cast<double>(pages) / static_cast<double>((m.max_model_len + page - 1) / page)));
   m.summary.push_back(!cache.enabled ? std::string("prefix cache: off")
                       : fmt::format("prefix cache: on ({}), retention {}", cache.hash,
                                     cache.retention == retention_policy::lru

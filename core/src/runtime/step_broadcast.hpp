@@ -45,6 +45,7 @@ class broadcasting_model final : public model {
   std::vector<backend_op> required_ops() const override { return inner_->required_ops(); }
   kv_spec kv_needs() const override { return inner_->kv_needs(); }
   void allocate_kv(int64_t kv_pages, int page_size) override { inner_->allocate_kv(kv_pages, page_size); }
+  void set_kv_type(dtype t) override { inner_->set_kv_type(t); }
   void forward(const step_plan& plan, const forward_options& opt = {}) override;
   std::vector<int32_t> sample(const std::vector<sampling_params>& params) override { return inner_->sample(params); }
   std::vector<float> logits_to_host() const override { return inner_->logits_to_host(); }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "kv_type.hpp"
 #include "rank_setup.hpp"
 #include "registry.hpp"
 #include "step_broadcast.hpp"
@@ -39,6 +40,7 @@ void run_worker(const std::filesystem::path& file, int rank, const runtime_optio
   const tp_group tp = join_ranks(spec, *comm, *weights, model_file);
   say(fmt::format("rank {}: loading its share of {} onto {}", rank, model_file.filename().string(), be->describe()));
   std::unique_ptr<model> m = create_model(*be, *weights, model_file.string(), tp);
+  apply_kv_dtype(spec.engine, *be, spec.backend.name, *m);  // as rank 0 did, so the pages match
   say(fmt::format("rank {}: {}", rank, m->info().detail));
   // Rank 0 sizes the KV pool from its own memory and the same page size; every rank's
   // share of a page is the same fraction, so the same page count fits.

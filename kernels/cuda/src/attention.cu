@@ -1,12 +1,14 @@
 // Paged attention over the KV pool: the KV write and a flash-style kernel for any batch
 // (prefill chunks). Decode is in attention_decode.cu.
 //
-// Both attention kernels keep fp32 throughout (the pool is f32), so they match the
-// reference up to summation order and the online-softmax rescaling.
+// The KV write rounds k and v to the pool's element type (kv_elem.cuh); the attention
+// kernel widens each stored key and value to fp32 and keeps fp32 throughout, so it matches
+// the reference on the stored values up to summation order and the online-softmax rescaling.
 #include <cfloat>
 #include <climits>
 
 #include "common.cuh"
+#include "kv_elem.cuh"
 #include "tandem_cuda/kernels.hpp"
 
 namespace tandem::cuda {
@@ -18,21 +20,32 @@ __device__ __forceinline__ int64_t slot_of(const dev_batch& b, const dev_kv& kv,
   return int64_t{page} * kv.page_size + t % kv.page_size;
 }
 
+template <kv_elem E>
 __global__ void kv_write_kernel(const float* k, const float* v, dev_batch b, dev_kv kv) {
   const int r = blockIdx.x;
   const int64_t ts = int64_t{kv.n_kv_heads} * kv.head_dim;
   const int64_t slot = b.slot_mapping[r];
   if (slot < 0 || slot >= kv.n_pages * kv.page_size) return;
+  auto* pk = static_cast<detail::kv_t<E>*>(kv.k);
+  auto* pv = static_cast<detail::kv_t<E>*>(kv.v);
   for (int64_t j = threadIdx.x; j < ts; j += blockDim.x) {
-    kv.k[slot * ts + j] = k[r * ts + j];
-    kv.v[slot * ts + j] = v[r * ts + j];
+    pk[slot * ts + j] = detail::kv_store<E>(k[r * ts + j]);
+    pv[slot * ts + j] = detail::kv_store<E>(v[r * ts + j]);
   }
+}
+
+// Four elements of the pool (4-element aligned) widened to f32.
+template <kv_elem E>
+__device__ __forceinline__ float4 load4(const void* pool, int64_t at) {
+  float x[4];
+  detail::kv_load_n<E, 4>(static_cast<const detail::kv_t<E>*>(pool) + at, x);
+  return make_float4(x[0], x[1], x[2], x[3]);
 }
 
 // Block = 64 consecutive query rows of the flattened batch, one query head. Rows of one
 // sequence share each K/V tile in shared memory; a block whose rows span sequences takes
 // them one sequence at a time.
-template <int HD>
+template <int HD, kv_elem E>
 __global__ void __launch_bounds__(64) prefill_kernel(const float* __restrict__ q, int n_heads,
                                                      dev_kv kv, dev_batch b, float scale,
                                                      float* __restrict__ out) {
@@ -61,7 +74,7 @@ __global__ void __launch_bounds__(64) prefill_kernel(const float* __restrict__ q
   }
   float m = -INFINITY, l = 0.0f;
   bool done = s == INT_MAX;
-  const int64_t ts4 = int64_t{kv.n_kv_heads} * HD / 4;
+  const int64_t ts = int64_t{kv.n_kv_heads} * HD;
   for (;;) {
     if (threadIdx.x == 0) cur_seq = INT_MAX, max_ctx = 0;
     __syncthreads();
@@ -78,8 +91,8 @@ __global__ void __launch_bounds__(64) prefill_kernel(const float* __restrict__ q
         const int key = i / (HD / 4), c = i % (HD / 4), t = t0 + key;
         const int64_t slot = t < mc ? slot_of(b, kv, cs, t) : -1;
         const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-        ks[key][c] = slot >= 0 ? reinterpret_cast<const float4*>(kv.k)[slot * ts4 + kvh * (HD / 4) + c] : zero;
-        vs[key][c] = slot >= 0 ? reinterpret_cast<const float4*>(kv.v)[slot * ts4 + kvh * (HD / 4) + c] : zero;
+        ks[key][c] = slot >= 0 ? load4<E>(kv.k, slot * ts + kvh * HD + 4 * c) : zero;
+        vs[key][c] = slot >= 0 ? load4<E>(kv.v, slot * ts + kvh * HD + 4 * c) : zero;
       }
       __syncthreads();
       if (mine && t0 < ctx) {
@@ -135,17 +148,29 @@ __global__ void __launch_bounds__(64) prefill_kernel(const float* __restrict__ q
 
 bool attention_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
+int kv_elem_bytes(kv_elem e) {
+  int bytes = 4;
+  detail::with_kv_elem(e, [&](auto et) { bytes = detail::kv_bytes<decltype(et)::value>; });
+  return bytes;
+}
+
 void kv_write(const float* k, const float* v, const dev_batch& b, const dev_kv& kv,
               cudaStream_t stream) {
-  if (b.n_tokens > 0) kv_write_kernel<<<b.n_tokens, 128, 0, stream>>>(k, v, b, kv);
+  if (b.n_tokens == 0) return;
+  detail::with_kv_elem(kv.type, [&](auto et) {
+    kv_write_kernel<decltype(et)::value><<<b.n_tokens, 128, 0, stream>>>(k, v, b, kv);
+  });
 }
 
 void attention_prefill(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b,
                        float scale, float* out, cudaStream_t stream) {
   if (b.n_tokens == 0) return;
   const dim3 grid(detail::blocks_for(b.n_tokens, 64), static_cast<unsigned>(n_heads));
-  if (kv.head_dim == 64) prefill_kernel<64><<<grid, 64, 0, stream>>>(q, n_heads, kv, b, scale, out);
-  else prefill_kernel<128><<<grid, 64, 0, stream>>>(q, n_heads, kv, b, scale, out);
+  detail::with_kv_elem(kv.type, [&](auto et) {
+    constexpr kv_elem E = decltype(et)::value;
+    if (kv.head_dim == 64) prefill_kernel<64, E><<<grid, 64, 0, stream>>>(q, n_heads, kv, b, scale, out);
+    else prefill_kernel<128, E><<<grid, 64, 0, stream>>>(q, n_heads, kv, b, scale, out);
+  });
 }
 
 }  // namespace tandem::cuda

@@ -4,16 +4,22 @@
 // Layout of the work
 //  - block = (split, KV head, sequence); the block's `chunk` keys are cut into one
 //    contiguous run per warp, and each warp streams its run through a private ring of
-//    `stages` shared-memory stages (tile = 512 bytes of K and 512 of V per 32 dims:
-//    16 keys at head_dim 64, 8 at 128) filled by 16-byte cp.async. No block barrier in
+//    `stages` shared-memory stages (tile = 32 keys x 32 dims of K and of V: 16 keys at
+//    head_dim 64, 8 at 128; 512 bytes each in f32, 256 in bf16, 128 in fp8, kept in the
+//    pool's element type) filled by 16-byte cp.async. No block barrier in
 //    the loop: a warp waits only for its own tiles, so the SM's warps drift apart and keep
 //    the memory system busy while others compute. With 2 stages a warp has its next tile
 //    in flight while it computes one, and three blocks (12 warps, ~105 KB of tiles) fit
 //    an SM: more blocks per SM measured better than deeper rings (4 stages: one block per
-//    SM, 40% of copy; 3: two, 65%; 2: three, 73% at 32 sequences x 8k keys on the H200);
+//    SM, 40% of copy; 3: two, 65%; 2: three, 73% at 32 sequences x 8k keys on the H200,
+//    f32 pool). A bf16 / fp8 tile is 1/2 / 1/4 the bytes; deeper rings did not help them
+//    (their time per key is set by the q.k / softmax / p.v work, not by bytes in flight:
+//    1.21x / 1.38x faster than f32 for 1/2 / 1/4 the bytes), but shorter chunks did
+//    (more blocks in the grid): plan_decode caps their chunk at 512;
 //  - q.k: each lane owns one 32-dim segment of one key (head_dim / 32 lanes per key) and
-//    reads it as 8 float4 from a K row padded by 4 floats per segment, so the 8 lanes of
-//    a shared-memory phase hit 8 distinct 16-byte bank groups; the query heads of the
+//    reads it as 16-byte pieces (widened to f32) from a K row padded by 16 bytes per
+//    segment (144, 80 or 48 bytes: lane L starts at L x that, so the 8 lanes of a
+//    shared-memory phase hit 8 distinct 16-byte bank groups); the query heads of the
 //    group (GQA) are broadcast reads of the rotated, scaled q. One shuffle per 32 dims
 //    finishes a score;
 //  - softmax: online per tile and warp (warp max, one expf per key and head), the tile's
@@ -32,7 +38,9 @@
 //  - the warps of a block merge in shared memory; with several splits the last block of
 //    a (sequence, KV head) to finish merges the splits' partial results (a ticket
 //    counter per pair, reset by that block), so no second launch is needed.
-// fp32 throughout: matches the reference up to summation order.
+// fp32 arithmetic throughout on the stored keys and values (the new k and v are rounded to
+// the pool's type before they are used, as later steps will read them): matches the
+// reference on those values up to summation order.
 #include <cfloat>
 #include <cstdlib>
 #include <stdexcept>
@@ -40,6 +48,7 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "kv_elem.cuh"
 #include "tandem_cuda/kernels.hpp"
 
 namespace tandem::cuda {
@@ -49,8 +58,13 @@ constexpr int warps = 4;
 constexpr int threads = warps * 32;
 constexpr int max_chunk = 1024;  // keys per block (plan_decode's largest chunk)
 constexpr int min_chunk = 64;    // one 16-key tile per warp at head_dim 64
-constexpr int default_stages = 2;  // H200, 32 x 8k keys: 72.9% of copy at 2 (three blocks per SM), 65.2% at 3, 39.6% at 4
-constexpr int max_stages = 4;
+// Ring depth, H200, 32 x 8k keys (bench_cuda_kernels, 503c355): f32 pool 133 us at 2 stages
+// (three blocks per SM), 148 at 3, 244 at 4; bf16 105 / 110 / 145 (6 and 8: ~250); fp8 90 /
+// 92 / 95 (8: 126). The narrow pools are not held back by bytes in flight (bf16 at 2 stages
+// moves 45% of copy bandwidth): 2 stages everywhere. Deeper rings stay selectable for
+// tests and benches (TANDEM_CUDA_DECODE_STAGES), up to what fits the shared memory.
+constexpr int default_stages = 2;
+constexpr int max_stages_of(kv_elem e) { return e == kv_elem::f32 ? 4 : 8; }  // cp_async_wait goes to 7
 
 template <int HD>
 struct decode_partial {  // one split's unnormalised result for one query head
@@ -58,17 +72,23 @@ struct decode_partial {  // one split's unnormalised result for one query head
   float m, l;
 };
 
-template <int HD>
+// Tile geometry for head_dim HD and pool element type E (sizes in elements of E unless
+// named bytes).
+template <int HD, kv_elem E>
 struct tile_shape {
+  static constexpr int eb = detail::kv_bytes<E>;  // bytes per element
+  static constexpr int per16 = 16 / eb;           // elements per 16-byte piece
   static constexpr int lpk = HD / 32;             // lanes per key in q.k (32 dims each)
   static constexpr int keys = 32 / lpk;           // keys per tile
-  static constexpr int seg = 36;                  // floats per 32-dim K segment in shared memory
-  static constexpr int krow = lpk * seg;          // floats per K row (padded)
-  static constexpr int vrow = HD;                 // floats per V row (every lane reads one row)
-  static constexpr int stage = keys * (krow + vrow);  // floats per stage
+  static constexpr int seg = 32 + per16;          // a 32-dim K segment in shared memory, 16 bytes of padding
+  static constexpr int krow = lpk * seg;          // a K row (padded)
+  static constexpr int vrow = HD;                 // a V row (every lane reads one row)
+  static constexpr int stage = keys * (krow + vrow);  // one stage
+  static constexpr int stage_bytes = stage * eb;
   static constexpr int dpl = HD / 32;             // output dims per lane in p.v
-  static constexpr int loads = keys * HD / 4 / 32;    // 16-byte pieces per lane per tile, K or V
-  static_assert(keys * lpk == 32 && loads * 32 * 4 == keys * HD);
+  static constexpr int pieces = HD / per16;       // 16-byte pieces per row
+  static constexpr int loads = keys * pieces / 32;    // 16-byte pieces per lane per tile, K or V
+  static_assert(keys * lpk == 32 && loads * 32 == keys * pieces && stage_bytes % 16 == 0);
 };
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
@@ -77,13 +97,17 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(n) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits until at most n of this thread's groups are pending (n: 0 .. max_stages - 1).
+// Waits until at most n of this thread's groups are pending (n: 0 .. 7).
 __device__ __forceinline__ void cp_async_wait(int n) {
   switch (n) {
     case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
     case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
     case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;" ::: "memory"); break;
   }
 }
 
@@ -107,25 +131,30 @@ __device__ void rotate(float* v, const float2* cs, int half, bool neox, int tid,
 
 // Dynamic shared memory: the warps' rings (each reused for its warp's merge row), slots of
 // the block's keys, q, the new k and v, RoPE (cos, sin), per-warp probabilities.
-template <int HD, int GM>
+template <int HD, int GM, kv_elem E>
 constexpr size_t decode_smem_bytes(int stages) {
-  using T = tile_shape<HD>;
-  return (size_t{warps} * stages * T::stage + GM * HD + 2 * HD + HD + size_t{warps} * GM * T::keys) * sizeof(float) +
-         max_chunk * sizeof(int32_t);
+  using T = tile_shape<HD, E>;
+  return size_t{warps} * stages * T::stage_bytes +
+         (GM * HD + 2 * HD + HD + size_t{warps} * GM * T::keys) * sizeof(float) + max_chunk * sizeof(int32_t);
 }
-static_assert(tile_shape<64>::stage >= 8 * (64 + 2) && tile_shape<128>::stage >= 8 * (128 + 2),
-              "one stage holds a warp's merge row");
+template <int HD, kv_elem E>
+constexpr bool ring_holds_merge_row = 2 * tile_shape<HD, E>::stage_bytes >= 8 * (HD + 2) * 4;
+static_assert(ring_holds_merge_row<64, kv_elem::f32> && ring_holds_merge_row<128, kv_elem::f32> &&
+                  ring_holds_merge_row<64, kv_elem::bf16> && ring_holds_merge_row<128, kv_elem::bf16> &&
+                  ring_holds_merge_row<64, kv_elem::fp8_e4m3> && ring_holds_merge_row<128, kv_elem::fp8_e4m3>,
+              "a warp's ring of 2 stages holds its merge row");
 
-template <int HD, int GM>
+template <int HD, int GM, kv_elem E>
 __global__ void __launch_bounds__(threads)
     decode_kernel(const float* __restrict__ q, const float* __restrict__ k_new, const float* __restrict__ v_new,
                   int n_heads, dev_kv kv, dev_batch b, dev_rope rope, float scale, int chunk, int n_splits,
                   int stages, decode_partial<HD>* __restrict__ parts, int* __restrict__ tickets,
                   float* __restrict__ out) {
-  using T = tile_shape<HD>;
+  using T = tile_shape<HD, E>;
+  using elem = detail::kv_t<E>;
   extern __shared__ __align__(16) unsigned char smem[];
-  float* rings = reinterpret_cast<float*>(smem);                  // [warps][stages][K tile, V tile]
-  float* qs = rings + warps * stages * T::stage;                   // [GM][HD], rotated and scaled
+  unsigned char* rings = smem;                                     // [warps][stages][K tile, V tile] of elem
+  float* qs = reinterpret_cast<float*>(rings + warps * stages * T::stage_bytes);  // [GM][HD], rotated and scaled
   float* kn = qs + GM * HD;                                         // newest k (rotated) and v
   float* vn = kn + HD;
   auto* cs = reinterpret_cast<float2*>(vn + HD);                   // [HD / 2]
@@ -136,7 +165,9 @@ __global__ void __launch_bounds__(threads)
   const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
   const int G = n_heads / kv.n_kv_heads;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t ts = int64_t{kv.n_kv_heads} * HD;  // floats per pool token (all KV heads)
+  const int64_t ts = int64_t{kv.n_kv_heads} * HD;  // elements per pool token (all KV heads)
+  elem* pool_k = static_cast<elem*>(kv.k);
+  elem* pool_v = static_cast<elem*>(kv.v);
   const int64_t pool_tokens = kv.n_pages * kv.page_size;
 
   // Before waiting for the previous kernel: host uploads and the pool's older keys only.
@@ -161,19 +192,20 @@ __global__ void __launch_bounds__(threads)
   const int per_warp = chunk / warps;
   const int w0 = min(n_keys, warp * per_warp), w1 = min(n_keys, w0 + per_warp);
   const int n_tiles = (w1 - w0 + T::keys - 1) / T::keys;
-  float* ring = rings + warp * stages * T::stage;
+  unsigned char* ring = rings + warp * stages * T::stage_bytes;
+  auto stage_k = [&](int t) { return reinterpret_cast<elem*>(ring + (t % stages) * T::stage_bytes); };
   auto issue = [&](int t) {  // tile t of the run: K and V rows, zero past the run and for bad slots
     if (t < n_tiles) {
-      float* kt = ring + (t % stages) * T::stage;
-      float* vt = kt + T::keys * T::krow;
+      elem* kt = stage_k(t);
+      elem* vt = kt + T::keys * T::krow;
 #pragma unroll
       for (int i = 0; i < T::loads; ++i) {
-        const int c = i * 32 + lane, r = c / (HD / 4), c4 = c % (HD / 4);
+        const int c = i * 32 + lane, r = c / T::pieces, e0 = (c % T::pieces) * T::per16;  // first dim of the piece
         const int key = w0 + t * T::keys + r;
         const int64_t slot = key < w1 ? slots[key] : -1;
-        const int64_t off = (slot >= 0 ? slot : 0) * ts + kvh * HD + c4 * 4;
-        cp_async16(kt + r * T::krow + (c4 / 8) * T::seg + (c4 % 8) * 4, kv.k + off, slot >= 0);
-        cp_async16(vt + r * T::vrow + c4 * 4, kv.v + off, slot >= 0);
+        const int64_t off = (slot >= 0 ? slot : 0) * ts + kvh * HD + e0;
+        cp_async16(kt + r * T::krow + (e0 / 32) * T::seg + e0 % 32, pool_k + off, slot >= 0);
+        cp_async16(vt + r * T::vrow + e0, pool_v + off, slot >= 0);
       }
     }
     cp_async_commit();  // empty groups keep the wait counts uniform
@@ -195,13 +227,13 @@ __global__ void __launch_bounds__(threads)
     if (has_new && warp == warps - 1) rotate(kn, cs, rot / 2, rope.neox, lane, 32);
     __syncthreads();
   }
-  if (has_new) {  // the newest key and value join the pool for later steps
+  if (has_new) {  // the newest key and value join the pool for later steps, rounded as stored
     const int64_t slot = b.slot_mapping[s];
-    if (slot >= 0 && slot < pool_tokens) {
-      for (int i = tid; i < HD; i += threads) {
-        kv.k[slot * ts + kvh * HD + i] = kn[i];
-        kv.v[slot * ts + kvh * HD + i] = vn[i];
-      }
+    const bool in_pool = slot >= 0 && slot < pool_tokens;
+    for (int i = tid; i < HD; i += threads) {
+      const elem ke = detail::kv_store<E>(kn[i]), ve = detail::kv_store<E>(vn[i]);
+      if (in_pool) pool_k[slot * ts + kvh * HD + i] = ke, pool_v[slot * ts + kvh * HD + i] = ve;
+      kn[i] = detail::kv_load<E>(ke), vn[i] = detail::kv_load<E>(ve);  // this step sees what later ones will
     }
   }
   for (int i = tid; i < G * HD; i += threads) qs[i] *= scale;  // scale folded into q once
@@ -222,24 +254,22 @@ __global__ void __launch_bounds__(threads)
     issue(t + stages - 1);
     cp_async_wait(stages - 1);
     __syncwarp();
-    float* kt = ring + (t % stages) * T::stage;
-    float* vt = kt + T::keys * T::krow;
+    elem* kt = stage_k(t);
+    elem* vt = kt + T::keys * T::krow;
     const int tile0 = w0 + t * T::keys;
     if (has_new && pos_in_block >= tile0 && pos_in_block < tile0 + T::keys) {  // the landed slot is stale
       const int pr = pos_in_block - tile0;
-      for (int d = lane; d < HD; d += 32) {
-        kt[pr * T::krow + (d / 32) * T::seg + d % 32] = kn[d];
-        vt[pr * T::vrow + d] = vn[d];
+      for (int d = lane; d < HD; d += 32) {  // kn, vn hold stored values: exact in elem
+        kt[pr * T::krow + (d / 32) * T::seg + d % 32] = detail::kv_store<E>(kn[d]);
+        vt[pr * T::vrow + d] = detail::kv_store<E>(vn[d]);
       }
       __syncwarp();
     }
     // q.k for key r of the tile, dims 32 h .. 32 h + 31.
     const int key = tile0 + r;
     const bool ok = key < w1 && slots[key] >= 0;
-    const float4* kr = reinterpret_cast<const float4*>(kt + r * T::krow + h * T::seg);
-    float4 kx[8];
-#pragma unroll
-    for (int c = 0; c < 8; ++c) kx[c] = kr[c];
+    float kx[32];
+    detail::kv_load_n<E, 32>(kt + r * T::krow + h * T::seg, kx);
 #pragma unroll
     for (int g = 0; g < GM; ++g) {
       if (g < G) {
@@ -248,7 +278,7 @@ __global__ void __launch_bounds__(threads)
 #pragma unroll
         for (int c = 0; c < 8; ++c) {
           const float4 qv = qr[c];
-          d = fmaf(qv.x, kx[c].x, fmaf(qv.y, kx[c].y, fmaf(qv.z, kx[c].z, fmaf(qv.w, kx[c].w, d))));
+          d = fmaf(qv.x, kx[4 * c], fmaf(qv.y, kx[4 * c + 1], fmaf(qv.z, kx[4 * c + 2], fmaf(qv.w, kx[4 * c + 3], d))));
         }
 #pragma unroll
         for (int o = T::lpk / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
@@ -273,16 +303,7 @@ __global__ void __launch_bounds__(threads)
     for (int j4 = 0; j4 < T::keys; j4 += 4) {
       float vx[4][T::dpl];
 #pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-        const float* vr = vt + (j4 + jj) * T::vrow + lane * T::dpl;
-        if constexpr (T::dpl == 2) {
-          const float2 v2 = *reinterpret_cast<const float2*>(vr);
-          vx[jj][0] = v2.x, vx[jj][1] = v2.y;
-        } else {
-          const float4 v4 = *reinterpret_cast<const float4*>(vr);
-          vx[jj][0] = v4.x, vx[jj][1] = v4.y, vx[jj][2] = v4.z, vx[jj][3] = v4.w;
-        }
-      }
+      for (int jj = 0; jj < 4; ++jj) detail::kv_load_n<E, T::dpl>(vt + (j4 + jj) * T::vrow + lane * T::dpl, vx[jj]);
 #pragma unroll
       for (int g = 0; g < GM; ++g) {
         if (g < G) {
@@ -303,7 +324,7 @@ __global__ void __launch_bounds__(threads)
   __syncwarp();
 
   // Merge the warps of this block (each warp's row in its own ring).
-  float* mine = ring;  // [GM][HD] acc, then m [GM], l [GM]
+  float* mine = reinterpret_cast<float*>(ring);  // [GM][HD] acc, then m [GM], l [GM]
 #pragma unroll
   for (int g = 0; g < GM; ++g) {
     if (g < G) {
@@ -317,10 +338,11 @@ __global__ void __launch_bounds__(threads)
   for (int i = tid; i < G * HD; i += threads) {
     const int g = i / HD, d = i % HD;
     float M = -INFINITY;
-    for (int w = 0; w < warps; ++w) M = fmaxf(M, rings[w * stages * T::stage + GM * HD + g]);
+    auto row_of = [&](int w) { return reinterpret_cast<const float*>(rings + w * stages * T::stage_bytes); };
+    for (int w = 0; w < warps; ++w) M = fmaxf(M, row_of(w)[GM * HD + g]);
     float num = 0.0f, den = 0.0f;
     for (int w = 0; w < warps; ++w) {
-      const float* row = rings + w * stages * T::stage;
+      const float* row = row_of(w);
       const float mw = row[GM * HD + g];
       if (mw == -INFINITY) continue;  // a warp with no readable keys
       const float e = expf(mw - M);
@@ -366,14 +388,19 @@ __global__ void __launch_bounds__(threads)
 
 }  // namespace
 
-decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size, int head_dim, int n_heads) {
+int decode_max_stages(kv_elem type) { return max_stages_of(type); }
+
+decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size, int head_dim, int n_heads,
+                        kv_elem type) {
   // Keys per block: the largest of 1024 ... 64 that still gives four blocks per SM of an
   // H200-sized GPU (132 SMs; three fit at a time) when every sequence is at the page
   // table's full width, so the last wave is a small part of a long-context step; short
   // chunks at small batches, where the step is a latency chain and a warp's whole run can
   // be requested before the previous kernel ends.
   const int64_t keys = int64_t{max_pages} * page_size;
-  int chunk = max_chunk;
+  // bf16 / fp8 pools at 32 x 8k keys: 95 / 83 us with 512-key chunks against 105 / 90 with
+  // 1024 (f32: 141 against 133), so their chunks stop at 512.
+  int chunk = type == kv_elem::f32 ? max_chunk : max_chunk / 2;
   while (chunk > min_chunk && (keys + chunk - 1) / chunk * n_seqs * n_kv_heads < 4 * 132) chunk /= 2;
   // TANDEM_CUDA_DECODE_CHUNK=64|128|...|1024 forces it (tests reach long chunks with few sequences).
   if (const char* e = std::getenv("TANDEM_CUDA_DECODE_CHUNK")) {
@@ -385,11 +412,12 @@ decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size
   p.splits = static_cast<int>((keys + chunk - 1) / chunk);
   p.scratch_bytes = static_cast<size_t>(n_seqs) * n_heads * p.splits * (head_dim + 2) * sizeof(float);
   p.ticket_bytes = static_cast<size_t>(n_seqs) * n_kv_heads * sizeof(int);
-  // TANDEM_CUDA_DECODE_STAGES=2..4 sets the ring depth (tests run each; benches sweep it).
+  // TANDEM_CUDA_DECODE_STAGES=2..decode_max_stages sets the ring depth (tests run each;
+  // benches sweep it).
   p.stages = default_stages;
   if (const char* e = std::getenv("TANDEM_CUDA_DECODE_STAGES")) {
     const int st = std::atoi(e);
-    if (st >= 2 && st <= max_stages) p.stages = st;
+    if (st >= 2 && st <= max_stages_of(type)) p.stages = st;
   }
   return p;
 }
@@ -400,32 +428,36 @@ void attention_decode(const float* q, const float* k, const float* v, int n_head
   if (b.n_seqs == 0) return;
   if (plan.chunk < min_chunk || plan.chunk > max_chunk || plan.chunk % min_chunk != 0)
     throw std::invalid_argument("attention_decode: chunk out of range");
-  if (plan.stages < 2 || plan.stages > max_stages) throw std::invalid_argument("attention_decode: stages out of range");
+  if (plan.stages < 2 || plan.stages > max_stages_of(kv.type))
+    throw std::invalid_argument("attention_decode: stages out of range for the pool's element type");
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(kv.n_kv_heads),
                   static_cast<unsigned>(b.n_seqs));
   const int G = n_heads / kv.n_kv_heads;
-  auto launch = [&](auto hd, auto gm) {
+  auto launch = [&](auto hd, auto gm, auto et) {
     constexpr int HD = decltype(hd)::value, GM = decltype(gm)::value;
+    constexpr kv_elem E = decltype(et)::value;
     static bool sized[16] = {};  // the attribute is per device: room for the deepest ring once
     int dev = 0;
     cudaGetDevice(&dev);
     if (!sized[dev & 15]) {
-      cudaFuncSetAttribute(decode_kernel<HD, GM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(decode_smem_bytes<HD, GM>(max_stages)));
+      cudaFuncSetAttribute(decode_kernel<HD, GM, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(decode_smem_bytes<HD, GM, E>(max_stages_of(E))));
       sized[dev & 15] = true;
     }
-    detail::launch_pdl(decode_kernel<HD, GM>, grid, dim3(threads), decode_smem_bytes<HD, GM>(plan.stages), stream, q,
-                       k, v, n_heads, kv, b, rope, scale, plan.chunk, plan.splits, plan.stages,
+    detail::launch_pdl(decode_kernel<HD, GM, E>, grid, dim3(threads), decode_smem_bytes<HD, GM, E>(plan.stages),
+                       stream, q, k, v, n_heads, kv, b, rope, scale, plan.chunk, plan.splits, plan.stages,
                        static_cast<decode_partial<HD>*>(scratch), tickets, out);
   };
-  auto by_group = [&](auto hd) {
-    if (G <= 1) launch(hd, std::integral_constant<int, 1>{});
-    else if (G <= 2) launch(hd, std::integral_constant<int, 2>{});
-    else if (G <= 4) launch(hd, std::integral_constant<int, 4>{});
-    else launch(hd, std::integral_constant<int, 8>{});
+  auto by_group = [&](auto hd, auto et) {
+    if (G <= 1) launch(hd, std::integral_constant<int, 1>{}, et);
+    else if (G <= 2) launch(hd, std::integral_constant<int, 2>{}, et);
+    else if (G <= 4) launch(hd, std::integral_constant<int, 4>{}, et);
+    else launch(hd, std::integral_constant<int, 8>{}, et);
   };
-  if (kv.head_dim == 64) by_group(std::integral_constant<int, 64>{});
-  else by_group(std::integral_constant<int, 128>{});
+  detail::with_kv_elem(kv.type, [&](auto et) {
+    if (kv.head_dim == 64) by_group(std::integral_constant<int, 64>{}, et);
+    else by_group(std::integral_constant<int, 128>{}, et);
+  });
 }
 
 }  // namespace tandem::cuda

@@ -1,6 +1,7 @@
 // Tensor-core paged attention for prefill (FlashAttention-2 style), f16 operands, f32
 // accumulation. Same semantics as attention_prefill / ref::paged_attention: a variable-length
-// batch of chunks (query_start, seq_lens), causal within the sequence, GQA, paged f32 KV.
+// batch of chunks (query_start, seq_lens), causal within the sequence, GQA, paged KV of f32,
+// bf16 or fp8 e4m3 (dev_kv::type).
 //
 // Work decomposition
 //  - GQA packing: the G = n_heads / n_kv_heads query heads of one KV head are packed as rows
@@ -17,7 +18,7 @@
 //      causal mask on diagonal tiles only, online softmax in base 2 (ex2.approx),
 //      P packed to f16 in registers and used as the A fragment of O += P V (V B fragments
 //      by ldmatrix.trans).
-//  - K/V tiles: gathered through the page table from the f32 pool, converted to f16 and
+//  - K/V tiles: gathered through the page table from the pool, converted to f16 and
 //    stored into a double-buffered shared tile. cp.async cannot convert, so the next tile's
 //    global loads are issued into registers at the top of an iteration and stored (as f16) at
 //    its bottom: one __syncthreads per key tile. Row slots of each tile are looked up once per
@@ -28,12 +29,16 @@
 //
 // Precision: f16 (11-bit significand) rather than bf16 (8-bit): Q*scale, K and V are O(1)
 // activations and P is in [0, 1], all far inside f16's range, so f16 gives 8x smaller operand
-// rounding. Expected ||out - ref|| / ||ref|| ~ 3e-4 .. 1e-3.
+// rounding. Expected ||out - ref|| / ||ref|| ~ 3e-4 .. 1e-3. A bf16 or fp8 pool is not fed
+// to a bf16 / fp8 mma: that would round Q and P as coarsely too. Its K and V widen to f16
+// exactly (kv_elem.cuh), so the f16 mma adds no rounding beyond the pool's own, Q and P keep
+// f16, and each 16-byte f16 chunk costs 8 or 16 bytes of pool reads instead of 32.
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
 #include "common.cuh"
+#include "kv_elem.cuh"
 #include "tandem_cuda/kernels.hpp"
 
 namespace tandem::cuda {
@@ -69,13 +74,47 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t&
                : "r"(addr));
 }
 
-__device__ __forceinline__ float4 ld_nc(const float* p) {
-  float4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0,%1,%2,%3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+__device__ __forceinline__ uint4 ld_nc16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
 }
+__device__ __forceinline__ uint2 ld_nc8(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
+// Eight consecutive pool elements in flight (registers), then stored as one 16-byte f16
+// chunk of a tile: 32 bytes of f32, 16 of bf16 or 8 of fp8 per chunk.
+template <kv_elem E>
+struct chunk8 {
+  static constexpr int bytes = 8 * detail::kv_bytes<E>;
+  uint4 u[bytes == 32 ? 2 : 1];  // fp8: the low 8 bytes of u[0]
+  __device__ __forceinline__ void load(const detail::kv_t<E>* src) {
+    if constexpr (bytes == 32) {
+      u[0] = ld_nc16(src), u[1] = ld_nc16(src + 4);
+    } else if constexpr (bytes == 16) {
+      u[0] = ld_nc16(src);
+    } else {
+      const uint2 a = ld_nc8(src);
+      u[0] = make_uint4(a.x, a.y, 0u, 0u);
+    }
+  }
+  __device__ __forceinline__ void zero() {
+    u[0] = make_uint4(0u, 0u, 0u, 0u);
+    if constexpr (bytes == 32) u[1] = u[0];
+  }
+  __device__ __forceinline__ uint4 to_f16() const {
+    float x[16];
+    detail::kv_widen16<E>(u[0], x);
+    if constexpr (bytes == 32) detail::kv_widen16<E>(u[1], x + 4);
+    return make_uint4(pack_half2(x[0], x[1]), pack_half2(x[2], x[3]), pack_half2(x[4], x[5]),
+                      pack_half2(x[6], x[7]));
+  }
+};
 
 // Tile geometry. HD: head dim; WM: 16-row m tiles per warp; BN: keys per tile; NW: warps.
 template <int HD_, int WM_, int BN_, int NW_>
@@ -99,7 +138,7 @@ using cfg64 = fa_cfg<64, 2, 32, 8>;
 // (BM 128), 32-key tiles (64-key tiles need 66 KB of shared memory and 249 registers).
 using cfg128 = fa_cfg<128, 1, 32, 8>;
 
-template <class C>
+template <class C, kv_elem E>
 __global__ void __launch_bounds__(C::THREADS, 1)
     fa_prefill_kernel(const float* __restrict__ q, int n_heads, dev_kv kv, dev_batch b, float qscale,
                       float* __restrict__ out, int slots_per_head) {
@@ -168,20 +207,15 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       slot_tab[buf][tid] = slot;
     }
   };
-  // Tile loads: pass p, key p*RPP + lrow, 8 floats at lchunk*8 (one 16-byte f16 chunk).
+  // Tile loads: pass p, key p*RPP + lrow, 8 elements at lchunk*8 (one 16-byte f16 chunk).
   const int lrow = tid / CPR, lchunk = tid % CPR;
-  float4 pre[NP][2];  // one tile's K or V rows in flight
-  auto load_rows = [&](const float* pool, int buf) {
+  chunk8<E> pre[NP];  // one tile's K or V rows in flight
+  auto load_rows = [&](const void* pool, int buf) {
 #pragma unroll
     for (int p = 0; p < NP; ++p) {
       const int slot = slot_tab[buf][p * RPP + lrow];
-      if (slot >= 0) {
-        const float* src = pool + slot * ts + kvh * HD + lchunk * 8;
-        pre[p][0] = ld_nc(src);
-        pre[p][1] = ld_nc(src + 4);
-      } else {
-        pre[p][0] = pre[p][1] = make_float4(0.f, 0.f, 0.f, 0.f);
-      }
+      if (slot >= 0) pre[p].load(static_cast<const detail::kv_t<E>*>(pool) + slot * ts + kvh * HD + lchunk * 8);
+      else pre[p].zero();
     }
   };
   // Swizzle: 16-byte chunk c of row r sits at chunk c ^ (r & 7) (conflict-free ldmatrix).
@@ -189,9 +223,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 #pragma unroll
     for (int p = 0; p < NP; ++p) {
       const int r = p * RPP + lrow;
-      *reinterpret_cast<uint4*>(tile + r * HD + ((lchunk ^ (r & 7)) * 8)) =
-          make_uint4(pack_half2(pre[p][0].x, pre[p][0].y), pack_half2(pre[p][0].z, pre[p][0].w),
-                     pack_half2(pre[p][1].x, pre[p][1].y), pack_half2(pre[p][1].z, pre[p][1].w));
+      *reinterpret_cast<uint4*>(tile + r * HD + ((lchunk ^ (r & 7)) * 8)) = pre[p].to_f16();
     }
   };
 
@@ -342,14 +374,14 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   }
 }
 
-template <class C>
+template <class C, kv_elem E>
 void launch(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b, float scale, float* out,
             cudaStream_t stream) {
   const int G = n_heads / kv.n_kv_heads;
   const int64_t slots = int64_t{b.n_tokens} * G / C::BM + b.n_seqs;
   const int64_t blocks = slots * kv.n_kv_heads;
   const float qscale = scale * 1.4426950408889634f;  // exp(x) = exp2(x * log2 e)
-  fa_prefill_kernel<C><<<static_cast<unsigned>(blocks), C::THREADS, 0, stream>>>(
+  fa_prefill_kernel<C, E><<<static_cast<unsigned>(blocks), C::THREADS, 0, stream>>>(
       q, n_heads, kv, b, qscale, out, static_cast<int>(slots));
 }
 
@@ -358,9 +390,12 @@ void launch(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b, f
 void attention_prefill_tc(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b, float scale,
                           float* out, cudaStream_t stream) {
   if (b.n_tokens == 0 || b.n_seqs == 0) return;
-  if (kv.head_dim == 64) launch<cfg64>(q, n_heads, kv, b, scale, out, stream);
-  else if (kv.head_dim == 128) launch<cfg128>(q, n_heads, kv, b, scale, out, stream);
-  else attention_prefill(q, n_heads, kv, b, scale, out, stream);  // the scalar kernel
+  if (kv.head_dim != 64 && kv.head_dim != 128) return attention_prefill(q, n_heads, kv, b, scale, out, stream);
+  detail::with_kv_elem(kv.type, [&](auto et) {
+    constexpr kv_elem E = decltype(et)::value;
+    if (kv.head_dim == 64) launch<cfg64, E>(q, n_heads, kv, b, scale, out, stream);
+    else launch<cfg128, E>(q, n_heads, kv, b, scale, out, stream);
+  });
 }
 
 }  // namespace tandem::cuda

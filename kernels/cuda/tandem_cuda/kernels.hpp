@@ -79,12 +79,19 @@ void add(const float* a, const float* b, int64_t count, float* out, cudaStream_t
 void gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t m, float* out,
                  cudaStream_t stream);
 
-// Paged attention (tandem_ref/attention.hpp): one layer of the pool, f32.
+// Paged attention (tandem_ref/attention.hpp): one layer of the pool. Its elements are f32,
+// bf16 or fp8 e4m3 (tandem::dtype's names); the kernels take the new k and v as f32, round
+// them to the pool's type as they store them (nearest even; fp8 saturates at +-448 with a
+// scale of 1.0, as vLLM and llama.cpp without calibrated scales), and compute in f32 from
+// the stored values, so a key is read back exactly as it was rounded.
+enum class kv_elem : int { f32, bf16, fp8_e4m3 };
+int kv_elem_bytes(kv_elem e);
 struct dev_kv {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;  // [n_pages * page_size, n_kv_heads, head_dim] of `type`
+  void* v = nullptr;
   int64_t n_pages = 0;
   int page_size = 0, n_kv_heads = 0, head_dim = 0;
+  kv_elem type = kv_elem::f32;
 };
 struct dev_batch {
   int n_seqs = 0, n_tokens = 0, max_pages = 0;
@@ -100,7 +107,8 @@ void kv_write(const float* k, const float* v, const dev_batch& b, const dev_kv& 
 void attention_prefill(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b,
                        float scale, float* out, cudaStream_t stream);
 // The same on tensor cores (attention_prefill_tc.cu): FlashAttention-2 style, Q, K, V and P
-// rounded to f16, f32 accumulation (relative error ~1e-3 against the f32 reference). Head
+// rounded to f16, f32 accumulation (relative error ~1e-3 against the f32 reference; bf16
+// and fp8 K/V convert to f16 exactly, so they add only their own storage rounding). Head
 // dims 64 and 128; any other falls back to attention_prefill.
 void attention_prefill_tc(const float* q, int n_heads, const dev_kv& kv, const dev_batch& b,
                           float scale, float* out, cudaStream_t stream);
@@ -124,9 +132,13 @@ struct dev_rope {
 struct decode_plan {
   int chunk = 0, splits = 0;
   size_t scratch_bytes = 0, ticket_bytes = 0;
-  int stages = 2;  // shared-memory ring depth per warp (TANDEM_CUDA_DECODE_STAGES=2..4)
+  // Shared-memory ring depth per warp: 2 (measured best for every element type);
+  // TANDEM_CUDA_DECODE_STAGES=2..decode_max_stages(type) sets it.
+  int stages = 2;
 };
-decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size, int head_dim, int n_heads);
+int decode_max_stages(kv_elem type);  // 4 for f32, 8 for bf16 and fp8
+decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size, int head_dim, int n_heads,
+                        kv_elem type);
 void attention_decode(const float* q, const float* k, const float* v, int n_heads, const dev_kv& kv,
                       const dev_batch& b, const dev_rope& rope, float scale, float* out,
                       const decode_plan& plan, void* scratch, int* tickets, cudaStream_t stream);
