@@ -167,7 +167,7 @@ class PipelineParallel(unittest.TestCase):
         self.check(COMMON)
 
     def test_greedy_text_equals_one_process_with_q8_linears(self):
-        self.check([c for c in COMMON if c != "backend.linear=float"] + ["backend.linear=q8"])
+        self.check(["backend.linear=q8" if c == "backend.linear=float" else c for c in COMMON])
 
     def test_pipeline_with_tensor_parallel_is_refused_before_the_rendezvous(self):
         r = tandem("run", "--raw", "--prompt", "x", "--pipeline", PP2, "--set", "topology.ranks=4",
