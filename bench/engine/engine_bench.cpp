@@ -60,9 +60,11 @@ result run(tandem::runtime& rt, int streams, int prompt_len, int gen) {
   result r;
   auto t0 = clock_type::now();
   bool first = true;
+  // Ids past the first 100 (control tokens) and inside the vocabulary (a tiny model's too).
+  const int span = std::max(1, std::min(20000, rt.tok().vocab_size() - 100));
   for (int s = 0; s < streams; ++s) {
     tandem::generation_request q;
-    for (int i = 0; i < prompt_len; ++i) q.prompt.push_back(100 + (i * 37 + s * 11) % 20000);
+    for (int i = 0; i < prompt_len; ++i) q.prompt.push_back(100 + (i * 37 + s * 11) % span);
     q.max_new_tokens = gen;
     q.ignore_eos = true;
     q.on_event = [&](const tandem::token_event& ev) {
