@@ -21,15 +21,6 @@ size_t span_bytes(dtype type, int64_t elems) {
 
 }  // namespace
 
-part split_evenly(int64_t n, int rank, int size, const char* what) {
-  if (size < 1 || rank < 0 || rank >= size) throw error("split_evenly: rank outside the group");
-  if (n < size)
-    throw model_error("model", std::string(what) + ": " + std::to_string(n) + " cannot be split over " +
-                                   std::to_string(size) + " ranks (each needs at least one)");
-  const int64_t base = n / size, extra = n % size;
-  return {rank * base + std::min<int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
-}
-
 const tensor_info& shard_store::keep(const tensor_info& t, std::vector<int64_t> shape, std::vector<uint8_t> bytes,
                                      const char* how, int64_t begin, int64_t count) {
   tensor_info s;

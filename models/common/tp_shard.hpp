@@ -15,6 +15,8 @@
 #include <deque>
 #include <vector>
 
+#include "part.hpp"
+#include "pp_stage.hpp"
 #include "tandem/transport.hpp"
 #include "tandem/weight_format.hpp"
 
@@ -23,23 +25,19 @@ namespace tandem {
 struct tp_group {
   int rank = 0;
   int size = 1;
-  transport* comm = nullptr;  // null when size == 1
+  transport* comm = nullptr;  // null: no tensor split
   // Ranks of the group that split a MoE layer's routed experts by expert id (the rest of
   // the layer stays tensor parallel); 1: every rank holds a slice of every expert. Today
   // either 1 or size (topology.expert_parallel).
   int expert_parallel = 1;
+  // This rank's pipeline stage (pp_stage.hpp): the run of layers it holds. Today a model is
+  // split either by tensor (size > 1) or by pipeline stage (pp.stages > 1), not both.
+  pp_stage pp;
 
-  bool split() const { return size > 1; }
+  // The model runs the split path (its shares, its collectives on comm): several ranks, or
+  // one rank over a transport that runs its collectives (transport.nccl on one GPU).
+  bool split() const { return size > 1 || comm != nullptr; }
 };
-
-// A contiguous part [begin, begin + count) of some count of units.
-struct part {
-  int64_t begin = 0, count = 0;
-};
-
-// `n` units over `size` ranks as evenly as possible, the first ranks taking one more
-// (9 heads over 2 ranks: 5 and 4). model_error when a rank would get none.
-part split_evenly(int64_t n, int rank, int size, const char* what);
 
 // Host copies of weight slices. Every tensor_info it returns (and the memory behind it)
 // lives as long as the store, so a backend that keeps pointers into host weights may use it.

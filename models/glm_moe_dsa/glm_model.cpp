@@ -56,7 +56,7 @@ kv_spec glm_model::kv_needs() const {
   for (const glm_layer& L : layers_) indexers += L.indexer_slot >= 0;
   for (const glm_mtp& M : mtp_) indexers += M.block.indexer_slot >= 0;
   kv_spec s;
-  s.groups.push_back({"mla latent", cfg_.n_layers + mtp_layers(), 1, cfg_.kv_lora_rank + cfg_.qk_rope, false,
+  s.groups.push_back({"mla latent", static_cast<int>(layers_.size()) + mtp_layers(), 1, cfg_.kv_lora_rank + cfg_.qk_rope, false,
                       be_.activation_type()});
   if (indexers > 0)
     s.groups.push_back({"dsa indexer keys", indexers, 1, cfg_.index_dims, false, be_.activation_type()});
@@ -198,6 +198,7 @@ void glm_model::forward(const step_plan& plan, const forward_options& opt) {
   for (int l : opt.hidden_layers)
     if (l < 0 || l >= cfg_.n_layers)
       throw error(fmt::format("glm_model: hidden state of layer {} asked, the model has {}", l, cfg_.n_layers));
+  tp_.pp.require_last_stage(opt.hidden_layers, cfg_.n_layers);
   taps_ = opt.hidden_layers;
   const int64_t padded = decode_batch(plan, opt.all_logits);
   prepare_step(plan, opt.all_logits, padded);
@@ -220,9 +221,11 @@ void glm_model::forward(const step_plan& plan, const forward_options& opt) {
 void glm_model::run_stack(int64_t n) {
   tensor_view x = act(s_x_, n, cfg_.hidden);
   if (!taps_.empty()) act(s_taps_, static_cast<int64_t>(taps_.size()) * n, cfg_.hidden);
-  be_.embed(*embed_, ids_, x);
   tensor_view topk;  // the last full layer's selection, reused by shared layers
-  for (const glm_layer& L : layers_) run_layer(L, n, topk, &L == &layers_.front());
+  if (tp_.pp.first()) be_.embed(*embed_, ids_, x);
+  else receive_stream(n, topk);
+  for (const glm_layer& L : layers_) run_layer(L, n, topk, tp_.pp.first() && &L == &layers_.front());
+  if (!tp_.pp.last()) return pass_on_stream(n, topk);
   logits_of(head_ ? *head_ : *embed_, *out_norm_, n);
 }
 
@@ -244,7 +247,7 @@ tensor_view glm_model::normed_hidden_states() const {
 void glm_model::forward_mtp(const step_plan& plan, tensor_view prev_hidden, int k, bool all_logits) {
   if (k < 0 || k >= mtp_layers())
     throw error(fmt::format("glm_model: MTP layer {} asked, the checkpoint has {}", k, mtp_layers()));
-  if (tp_.split())  // the workers run forward() only: rank 0 alone would wait on the collectives
+  if (tp_.split() || tp_.pp.split())  // the workers run forward() only: rank 0 alone would wait on them
     throw error("glm_model: forward_mtp does not run across ranks yet");
   const glm_mtp& M = mtp_[k];
   if (prev_hidden.ndim != 2 || prev_hidden.shape[0] != plan.n_tokens() || prev_hidden.shape[1] != cfg_.hidden)
@@ -335,7 +338,7 @@ void glm_model::run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool
   }
   if (tp_.split()) reduce_partial(proj);  // routed and shared partials in one all-reduce
   for (size_t i = 0; i < taps_.size(); ++i) {
-    if (taps_[i] != l) continue;
+    if (taps_[i] != l + first_layer_) continue;
     be_.add(x, proj, hidden_states(static_cast<int>(i)));
   }
 }

@@ -17,6 +17,10 @@
 // are replicated. Routed experts are split by FFN (expert_parallel 1) or by expert id
 // (expert_parallel == ranks: each rank runs its experts' share for every token). o_proj and
 // the MLP outputs are partial sums that one all-reduce each completes.
+// Across pipeline stages (tp.pp, backend.cpu; glm_pp.cpp): each rank holds a run of the
+// layers with their caches; the residual stream, and the top-k when the next stage begins
+// with a "shared" DSA layer, pass from stage to stage; the last stage (rank 0) computes the
+// logits and holds the MTP layers.
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -109,6 +113,13 @@ class glm_model final : public model {
   tensor_view norm_view(const device_buffer& b, int64_t n) const;
 
   void load_weights(const weight_format& w, bool dsa);
+  // glm_pp.cpp: this rank's layers (all of them without pipeline stages); sets first_layer_
+  // and what crosses a stage boundary besides the residual stream.
+  part stage_layers(bool dsa);
+  // glm_pp.cpp: a later stage takes x, proj (and the top-k) from the previous one; a stage
+  // before the last hands them on.
+  void receive_stream(int64_t n, tensor_view& topk);
+  void pass_on_stream(int64_t n, tensor_view topk);
   void load_layer(const weight_format& w, glm_layer& L, int l, bool own_indexer, bool sparse, int& slot);
   // The batch a decode step is padded to so the backend may record it (0: run it eagerly).
   int64_t decode_batch(const step_plan& plan, bool all_logits) const;
@@ -152,6 +163,9 @@ class glm_model final : public model {
   std::vector<int32_t> ep_rows_, ep_ids_;
   std::vector<float> ep_w_;
   std::vector<int> taps_;
+  int first_layer_ = 0;         // the model's index of layers_[0] (pipeline parallel)
+  bool topk_from_prev_ = false;  // this stage begins with a shared DSA layer
+  bool topk_to_next_ = false;    // the next stage does
   // The plan's tokens and logits rows; the step's, with padding rows (recorded steps).
   int64_t n_tokens_ = 0, n_rows_ = 0, n_step_tokens_ = 0, n_logit_rows_ = 0, table_width_ = 0;
   bool records_ = false;       // the backend may record steps: pad decode batches for it

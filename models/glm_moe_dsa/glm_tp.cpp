@@ -107,7 +107,7 @@ void glm_model::split_logits(const linear_weight& head, tensor_view rows_h) {
   tensor_view local = f32(s_tp_logits_, n_logit_rows_, share_.vocab.count);
   be_.linear(head, rows_h, local);
   be_.synchronize();
-  vocab_.gather(tp_, static_cast<const float*>(local.data), n_logit_rows_, cfg_.vocab,
+  vocab_.gather(tp_, be_, static_cast<const float*>(local.data), n_logit_rows_, cfg_.vocab,
                 static_cast<float*>(f32(s_logits_, n_logit_rows_, cfg_.vocab).data));
 }
 

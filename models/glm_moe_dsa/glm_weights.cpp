@@ -71,18 +71,29 @@ class loader {
 void glm_model::load_weights(const weight_format& w, bool dsa) {
   loader ld(be_, w, cfg_);
   const glm_config& c = cfg_;
-  embed_ = ld.linear("model.embed_tokens.weight", c.vocab, c.hidden);
-  // Split, the head is this rank's vocabulary rows, of the embedding table when tied.
-  if (!c.tied_embeddings || tp_.split())
-    head_ = be_.load_linear(out_share(ld.get(c.tied_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
-                                             {c.vocab, c.hidden}),
-                                      share_.vocab, 1));
-  out_norm_ = ld.vec("model.norm.weight", c.hidden);
-  layers_.resize(c.n_layers);
+  // Across pipeline stages the first holds the embedding, the last the norm and the head.
+  const pp_stage& pp = tp_.pp;
+  const part mine = stage_layers(dsa);  // every layer on one rank
+  const bool head_is_embed = c.tied_embeddings && !tp_.split();
+  if (pp.first() || (pp.last() && head_is_embed)) embed_ = ld.linear("model.embed_tokens.weight", c.vocab, c.hidden);
+  if (pp.last()) {
+    // Split, the head is this rank's vocabulary rows, of the embedding table when tied.
+    if (!head_is_embed)
+      head_ = be_.load_linear(out_share(ld.get(c.tied_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+                                               {c.vocab, c.hidden}),
+                                        share_.vocab, 1));
+    out_norm_ = ld.vec("model.norm.weight", c.hidden);
+  }
+  layers_.resize(mine.count);
   int slot = 0;
-  for (int l = 0; l < c.n_layers; ++l) load_layer(w, layers_[l], l, dsa && c.own_indexer[l], c.sparse_mlp[l], slot);
-  // MTP layers follow the stack: a MoE decoder layer (dense when every layer is), with its own
-  // indexer when the checkpoint has one (else it attends to the whole context).
+  for (int i = 0; i < mine.count; ++i) {
+    const int l = static_cast<int>(mine.begin) + i;
+    load_layer(w, layers_[i], l, dsa && c.own_indexer[l], c.sparse_mlp[l], slot);
+  }
+  if (!pp.last()) return;
+  // MTP layers follow the stack (on its last stage): a MoE decoder layer (dense when every
+  // layer is), with its own indexer when the checkpoint has one (else it attends to the
+  // whole context).
   mtp_.resize(c.nextn_layers);
   for (int k = 0; k < c.nextn_layers; ++k) {
     const int l = c.n_layers + k;
@@ -114,7 +125,7 @@ void glm_model::load_layer(const weight_format& w, glm_layer& L, int l, bool own
   {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const std::string a = p + "self_attn.";
-    L.kv_layer = l;
+    L.kv_layer = l - first_layer_;  // this rank's latent cache holds its stage's layers
     L.sparse = sparse;
     L.attn_norm = ld.vec(p + "input_layernorm.weight", c.hidden);
     L.ffn_norm = ld.vec(p + "post_attention_layernorm.weight", c.hidden);

@@ -33,6 +33,7 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
   info_.detail = "GQA " + std::to_string(hp_.n_heads) + "/" + std::to_string(hp_.n_kv_heads) + " heads of " +
                  std::to_string(hp_.head_dim) + ", FFN " + std::to_string(hp_.ffn);
   if (tp_.split()) load_split_weights();  // narrows hp_ to this rank's share
+  else if (tp_.pp.split()) load_stage_weights();  // narrows hp_.n_layers to this stage's
   else load_weights();
   ws_.init(be_, hp_);
 }
@@ -69,7 +70,8 @@ void llama_model::allocate_kv(int64_t kv_pages, int page_size) {
   layout.n_layers = hp_.n_layers;
   // A backend that records steps gets one extra page: the padding rows of a recorded
   // decode step write their KV there, never into a sequence's pages.
-  records_ = be_.dev().kind != device_kind::cpu;
+  // Not across ranks: a collective waits on the host, which a recorded step cannot hold.
+  records_ = be_.dev().kind != device_kind::cpu && !tp_.split();
   pad_page_ = static_cast<int32_t>(kv_pages);
   layout.n_pages = kv_pages + (records_ ? 1 : 0);
   layout.page_size = page_size;
@@ -114,22 +116,23 @@ std::unique_ptr<device_buffer> llama_model::norm(const std::string& name) {
 }
 
 void llama_model::load_weights() {
-  const int64_t qdim = int64_t(hp_.n_heads) * hp_.head_dim;
-  const int64_t kvdim = int64_t(hp_.n_kv_heads) * hp_.head_dim;
   tok_embd_ = linear("token_embd.weight", hp_.vocab, hp_.hidden);
   if (weights_.find("output.weight")) output_ = linear("output.weight", hp_.vocab, hp_.hidden);
   output_norm_ = norm("output_norm.weight");
   layers_.resize(hp_.n_layers);
-  for (int l = 0; l < hp_.n_layers; ++l) {
-    layer& L = layers_[l];
-    L.attn_norm = norm(blk(l, "attn_norm"));
-    L.ffn_norm = norm(blk(l, "ffn_norm"));
-    L.wqkv = linear_group({{blk(l, "attn_q"), qdim}, {blk(l, "attn_k"), kvdim}, {blk(l, "attn_v"), kvdim}},
-                          hp_.hidden);
-    L.wo = linear(blk(l, "attn_output"), hp_.hidden, qdim);
-    L.gate_up = linear_group({{blk(l, "ffn_gate"), hp_.ffn}, {blk(l, "ffn_up"), hp_.ffn}}, hp_.hidden);
-    L.down = linear(blk(l, "ffn_down"), hp_.hidden, hp_.ffn);
-  }
+  for (int l = 0; l < hp_.n_layers; ++l) load_layer(layers_[l], l);
+}
+
+void llama_model::load_layer(layer& L, int l) {
+  const int64_t qdim = int64_t(hp_.n_heads) * hp_.head_dim;
+  const int64_t kvdim = int64_t(hp_.n_kv_heads) * hp_.head_dim;
+  L.attn_norm = norm(blk(l, "attn_norm"));
+  L.ffn_norm = norm(blk(l, "ffn_norm"));
+  L.wqkv = linear_group({{blk(l, "attn_q"), qdim}, {blk(l, "attn_k"), kvdim}, {blk(l, "attn_v"), kvdim}},
+                        hp_.hidden);
+  L.wo = linear(blk(l, "attn_output"), hp_.hidden, qdim);
+  L.gate_up = linear_group({{blk(l, "ffn_gate"), hp_.ffn}, {blk(l, "ffn_up"), hp_.ffn}}, hp_.hidden);
+  L.down = linear(blk(l, "ffn_down"), hp_.hidden, hp_.ffn);
 }
 
 tensor_view llama_model::norm_view(const device_buffer& b) const {
@@ -150,9 +153,10 @@ void llama_model::forward(const step_plan& plan, const forward_options& opt) {
   if (!kv_) throw error("llama_model: forward before allocate_kv");
   const bool all_logits = opt.all_logits;
   for (int l : opt.hidden_layers)
-    if (l < 0 || l >= hp_.n_layers)
+    if (l < 0 || l >= hp_full_.n_layers)
       throw error("llama_model: hidden state of layer " + std::to_string(l) + " asked, the model has " +
-                  std::to_string(hp_.n_layers));
+                  std::to_string(hp_full_.n_layers));
+  tp_.pp.require_last_stage(opt.hidden_layers, hp_full_.n_layers);
   taps_ = opt.hidden_layers;
   const int page = kv_->layout().page_size;
   const int64_t padded = decode_batch(plan, all_logits);
@@ -204,14 +208,18 @@ void llama_model::forward(const step_plan& plan, const forward_options& opt) {
 void llama_model::run_layers(int n) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
   tensor_view x = ws_.x(n), h = ws_.h(n), proj = ws_.proj(n);
-  be_.embed(*tok_embd_, ws_.ids(n), x);
-  for (int l = 0; l < hp_.n_layers; ++l) {
-    const layer& L = layers_[l];
+  // A later pipeline stage takes the stream where the previous one left it: x and the last
+  // layer's output, not yet added (the add is fused into the next norm, as in one process).
+  if (tp_.pp.first()) be_.embed(*tok_embd_, ws_.ids(n), x);
+  else tp_.pp.receive({x, proj});
+  for (int i = 0; i < hp_.n_layers; ++i) {  // this stage's layers (all of them on one rank)
+    const layer& L = layers_[i];
+    const int l = first_layer_ + i;
     // The previous block's output joins the residual stream inside the fused norm.
     if (l == 0) be_.rms_norm(x, norm_view(*L.attn_norm), hp_.rms_eps, h);
     else be_.add_rms_norm(x, proj, norm_view(*L.attn_norm), hp_.rms_eps, h);
     be_.linear(*L.wqkv, h, ws_.qkv(n));
-    be_.attention(ws_.q(n), ws_.k(n), ws_.v(n), *kv_, l, batch_, scale, ws_.attn(n));
+    be_.attention(ws_.q(n), ws_.k(n), ws_.v(n), *kv_, i, batch_, scale, ws_.attn(n));
     tensor_view attn_flat = ws_.attn(n);
     attn_flat.ndim = 2;
     attn_flat.shape = {n, int64_t(hp_.n_heads) * hp_.head_dim, 0, 0};
@@ -224,6 +232,10 @@ void llama_model::run_layers(int n) {
     be_.linear(*L.down, ws_.gate(n), proj);
     if (tp_.split()) reduce_partial(proj);
     keep_hidden(l, n);
+  }
+  if (!tp_.pp.last()) {
+    be_.synchronize();  // x and proj are complete in host memory
+    return tp_.pp.pass_on({x, proj});
   }
   be_.add_rms_norm(x, proj, norm_view(*output_norm_), hp_.rms_eps, h);
   if (n_logits_ == 0) return;

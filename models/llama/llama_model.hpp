@@ -3,9 +3,13 @@
 // pool's storage, and a forward pass over one step plan (prefill chunks and decode tokens
 // of several sequences flattened into one batch).
 //
-// Across ranks (tp_group of size > 1, backend.cpu): this rank holds its share of the heads
+// Across ranks (tp_group, backend.cpu over transport.gloo; backend.cuda over transport.nccl
+// on one rank, the same path with collectives of one): this rank holds its share of the heads
 // (by KV head, with their query heads), of the FFN and of the LM head's vocabulary; the
 // o_proj and down outputs are all-reduced, the logits rows all-gathered (llama_tp.cpp).
+// Across pipeline stages (tp.pp, backend.cpu; llama_pp.cpp): this rank holds a run of the
+// layers and their KV; the first stage embeds, the last (rank 0) norms and computes the
+// logits, and the residual stream passes from stage to stage.
 //
 // On a backend that records steps (CUDA graphs), pure decode steps are padded to a fixed
 // set of batch sizes with a fixed page-table width and run through run_recorded(), so the
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "common/tp_shard.hpp"
+#include "common/tp_vocab.hpp"
 #include "llama_hparams.hpp"
 #include "step_workspace.hpp"
 #include "tandem/backend.hpp"
@@ -76,7 +81,9 @@ class llama_model final : public model {
   std::unique_ptr<linear_weight> linear_group(const std::vector<std::pair<std::string, int64_t>>& parts, int64_t in);
   std::unique_ptr<device_buffer> norm(const std::string& name);
   void load_weights();
+  void load_layer(layer& L, int l);  // layer l of the file (this rank's hp_) into L
   void load_split_weights();  // llama_tp.cpp
+  void load_stage_weights();  // llama_pp.cpp: this pipeline stage's layers, embedding or head
   // llama_tp.cpp: completes a row-parallel output (a partial sum on each rank).
   void reduce_partial(tensor_view partial);
   // llama_tp.cpp: this rank's logits columns -> every rank's, into ws_.logits.
@@ -91,12 +98,12 @@ class llama_model final : public model {
   const weight_format& weights_;
   llama_hparams hp_full_;  // the model's
   tp_group tp_;
-  llama_hparams hp_;       // this rank's share: n_heads, n_kv_heads and ffn are local
+  llama_hparams hp_;       // this rank's share: n_heads, n_kv_heads, ffn and n_layers are local
+  int first_layer_ = 0;    // the model's index of layers_[0] (pipeline parallel)
   shard_store shards_;     // the weight slices this rank loaded (tensor parallel)
   std::unique_ptr<linear_weight> lm_head_;  // tensor parallel: this rank's vocabulary rows
   part vocab_part_;
-  int64_t vocab_stride_ = 0;               // widest vocabulary part (all-gather rows are this wide)
-  std::vector<float> tp_logits_, tp_gathered_;
+  vocab_gather vocab_;                      // the LM head's logits columns -> whole rows
   std::unique_ptr<device_buffer> tp_local_logits_;
   model_info info_;
   std::unique_ptr<linear_weight> tok_embd_, output_;  // output_ null when tied

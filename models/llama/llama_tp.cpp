@@ -7,7 +7,8 @@
 //           then an all-reduce;
 //   LM head vocabulary-parallel: a rank computes its run of vocabulary columns, and an
 //           all-gather gives every rank (rank 0 samples) the whole rows.
-// The collectives take host memory, so the split runs on backend.cpu.
+// The collectives take the backend's memory: host memory over transport.gloo (backend.cpu),
+// CUDA memory over transport.nccl (backend.cuda, ordered on its stream; one rank for now).
 #include <algorithm>
 #include <cstring>
 
@@ -19,8 +20,6 @@ namespace tandem {
 void llama_model::load_split_weights() {
   if (!tp_.comm || tp_.comm->world_size() != tp_.size)
     throw error("llama_model: a tensor-parallel group needs its transport (world of " + std::to_string(tp_.size) + ")");
-  if (be_.dev().kind != device_kind::cpu)
-    throw model_error("model", "tensor parallel runs on backend.cpu only for now (the collectives take host memory)");
   const int64_t hd = hp_.head_dim;
   const int64_t group = hp_full_.n_heads / hp_full_.n_kv_heads;
   const part kv = split_evenly(hp_full_.n_kv_heads, tp_.rank, tp_.size, "KV heads");
@@ -51,7 +50,6 @@ void llama_model::load_split_weights() {
   const tensor_info& head = weights_.find("output.weight") ? checked("output.weight", hp_.vocab, hp_.hidden)
                                                            : checked("token_embd.weight", hp_.vocab, hp_.hidden);
   vocab_part_ = split_evenly(hp_.vocab, tp_.rank, tp_.size, "vocabulary");
-  vocab_stride_ = (hp_.vocab + tp_.size - 1) / tp_.size;
   lm_head_ = be_.load_linear(shards_.rows(head, vocab_part_.begin, vocab_part_.count));
   output_norm_ = norm("output_norm.weight");
   layers_.resize(hp_.n_layers);
@@ -77,7 +75,9 @@ void llama_model::load_split_weights() {
 }
 
 void llama_model::reduce_partial(tensor_view partial) {
-  be_.synchronize();  // the partial sum is complete in host memory
+  // A backend with a stream orders the collective after the kernels that wrote `partial`
+  // (the transport is bound to it); backend.cpu's partial sum must be complete first.
+  if (!be_.native_stream()) be_.synchronize();
   tp_.comm->all_reduce_sum(partial);
 }
 
@@ -87,21 +87,8 @@ void llama_model::lm_head_split(int64_t rows) {
   const tensor_view local = tensor_view::contiguous(tp_local_logits_->data(), dtype::f32, {rows, vocab_part_.count}, be_.dev());
   be_.linear(*lm_head_, ws_.rows_h(rows), local);
   be_.synchronize();
-  // Every rank sends rows x vocab_stride (the last, narrower parts padded), so the gather is
-  // one equal-sized all-gather; the columns are then put back in vocabulary order.
-  tp_logits_.assign(static_cast<size_t>(rows * vocab_stride_), 0.0f);
-  const auto* src = static_cast<const float*>(local.data);
-  for (int64_t r = 0; r < rows; ++r)
-    std::copy_n(src + r * vocab_part_.count, vocab_part_.count, tp_logits_.data() + r * vocab_stride_);
-  tp_gathered_.resize(tp_logits_.size() * static_cast<size_t>(tp_.size));
-  tp_.comm->all_gather(tensor_view::contiguous(tp_logits_.data(), dtype::f32, {rows * vocab_stride_}, device{}),
-                       tensor_view::contiguous(tp_gathered_.data(), dtype::f32, {tp_.size * rows * vocab_stride_}, device{}));
-  auto* out = static_cast<float*>(ws_.logits(rows).data);
-  for (int k = 0; k < tp_.size; ++k) {
-    const part p = split_evenly(hp_.vocab, k, tp_.size, "vocabulary");
-    const float* from = tp_gathered_.data() + static_cast<size_t>(k) * rows * vocab_stride_;
-    for (int64_t r = 0; r < rows; ++r) std::copy_n(from + r * vocab_stride_, p.count, out + r * hp_.vocab + p.begin);
-  }
+  vocab_.gather(tp_, be_, static_cast<const float*>(local.data), rows, hp_.vocab,
+                static_cast<float*>(ws_.logits(rows).data));
 }
 
 }  // namespace tandem

@@ -123,6 +123,7 @@ class cuda_backend final : public backend {
   void run_recorded(uint64_t key, const std::function<void()>& body) override;
 
   cudaStream_t stream() const { return stream_; }
+  void* native_stream() const override { return stream_; }
   size_t recorded_graphs() const { return graphs_.size(); }
   op_profiler& profiler() { return prof_; }
 

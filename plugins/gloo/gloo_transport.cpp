@@ -2,6 +2,7 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
@@ -11,6 +12,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "tandem/error.hpp"
 #include "tcp_store.hpp"
@@ -38,10 +40,12 @@ gloo_settings gloo_settings::from(const config& cfg) {
   s.rendezvous = cfg.get_string("rendezvous");
   s.host = cfg.get_string("host");
   s.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(cfg.get_number("timeout_s") * 1000)));
+  s.profile = cfg.has("profile") && cfg.get_bool("profile");
   return s;
 }
 
 gloo_transport::gloo_transport(const gloo_settings& s) : rank_(s.rank), world_(s.world_size), timeout_(s.timeout) {
+  if (s.profile) profile_.emplace();
   if (rank_ < 0 || rank_ >= world_)
     throw plugin_error(plugin, "rank " + std::to_string(rank_) + " is outside a world of " + std::to_string(world_));
   const auto [store_host, port] = gloo_detail::parse_endpoint(s.rendezvous, "rendezvous");
@@ -61,14 +65,26 @@ gloo_transport::gloo_transport(const gloo_settings& s) : rank_(s.rank), world_(s
   }
 }
 
-gloo_transport::~gloo_transport() = default;
+gloo_transport::~gloo_transport() {
+  if (!profile_) return;
+  std::string line = "transport.gloo rank " + std::to_string(rank_) + " collectives:";
+  for (const auto& [what, t] : *profile_)
+    line += " " + what + " " + std::to_string(t.calls) + " calls " + std::to_string(t.seconds) + " s;";
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
 
 // Gloo reports a closed connection as IoException and a peer that does not answer in time
 // as a timeout, from whichever call meets it; both become one plugin_error naming the call.
 template <class F>
 void gloo_transport::guarded(const char* what, F&& op) {
   try {
+    const auto start = std::chrono::steady_clock::now();
     op();
+    if (profile_) {
+      call_time& t = (*profile_)[what];
+      ++t.calls;
+      t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
   } catch (const ::gloo::Exception& e) {
     throw plugin_error(plugin, std::string(what) + " on rank " + std::to_string(rank_) +
                                    " failed (a rank died or stalled past timeout_s): " + e.what());
@@ -137,6 +153,24 @@ void gloo_transport::all_gather(tensor_view in, tensor_view out) {
     o.setOutput(static_cast<uint8_t*>(out.data), n * static_cast<size_t>(world_));
     o.setTimeout(timeout_);
     ::gloo::allgather(o);
+  });
+}
+
+void gloo_transport::all_to_all(tensor_view in, std::span<const int64_t> send_rows, tensor_view out,
+                                std::span<const int64_t> recv_rows) {
+  require_host(in, "all_to_all");
+  require_host(out, "all_to_all");
+  const auto row = static_cast<int64_t>(all_to_all_row_bytes(plugin, rank_, world_, in, send_rows, out, recv_rows));
+  // Gloo's alltoallv counts elements; here an element is a byte.
+  std::vector<int64_t> send_bytes(send_rows.begin(), send_rows.end()), recv_bytes(recv_rows.begin(), recv_rows.end());
+  for (int64_t& b : send_bytes) b *= row;
+  for (int64_t& b : recv_bytes) b *= row;
+  guarded("all_to_all", [&] {
+    ::gloo::AlltoallvOptions o(ctx_);
+    o.setInput(static_cast<uint8_t*>(in.data), send_bytes);
+    o.setOutput(static_cast<uint8_t*>(out.data), recv_bytes);
+    o.setTimeout(timeout_);
+    ::gloo::alltoallv(o);
   });
 }
 

@@ -18,6 +18,8 @@ const tandem::config_key keys[] = {
      nullptr, "TANDEM_RANK_HOST"},
     {"timeout_s", tandem::config_type::number, "30",
      "a rendezvous or collective not done in this long fails (a rank died or stalled)", 0.1, 86400},
+    {"profile", tandem::config_type::boolean, "false",
+     "at exit, print each collective's calls and wall time on this rank to stderr (bench/ranks)"},
 };
 
 tandem::plugin_object* create(const tandem::plugin_context& ctx) {

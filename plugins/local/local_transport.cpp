@@ -31,6 +31,14 @@ void local_transport::all_gather(tensor_view in, tensor_view out) {
   if (in.data != out.data) std::memmove(out.data, in.data, static_cast<size_t>(bytes_of(in)));
 }
 
+void local_transport::all_to_all(tensor_view in, std::span<const int64_t> send_rows, tensor_view out,
+                                 std::span<const int64_t> recv_rows) {
+  all_to_all_row_bytes("transport.local", 0, 1, in, send_rows, out, recv_rows);
+  if (in.dev.kind != device_kind::cpu || out.dev.kind != device_kind::cpu)
+    throw plugin_error("transport.local", "all_to_all: only host tensors");
+  if (in.data != out.data) std::memmove(out.data, in.data, static_cast<size_t>(bytes_of(in)));
+}
+
 void local_transport::send(tensor_view, int peer) { check_rank(peer == 0 ? 1 : peer, "send"); }
 void local_transport::recv(tensor_view, int peer) { check_rank(peer == 0 ? 1 : peer, "recv"); }
 

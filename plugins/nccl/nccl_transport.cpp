@@ -204,6 +204,32 @@ void nccl_transport::all_gather(tensor_view in, tensor_view out) {
   finish("all_gather");
 }
 
+// One group of point-to-point calls, as NCCL's own alltoall example does: a send and a receive
+// per peer (this rank's own part is a device copy), all issued at ncclGroupEnd.
+void nccl_transport::all_to_all(tensor_view in, std::span<const int64_t> send_rows, tensor_view out,
+                                std::span<const int64_t> recv_rows) {
+  require_usable("all_to_all");
+  device_elems(in, "all_to_all");
+  device_elems(out, "all_to_all");
+  const size_t row = all_to_all_row_bytes(plugin, rank_, world_, in, send_rows, out, recv_rows);
+  auto* src = static_cast<char*>(in.data);
+  auto* dst = static_cast<char*>(out.data);
+  check(ncclGroupStart(), "all_to_all");
+  for (int r = 0; r < world_; ++r) {
+    const size_t sent = static_cast<size_t>(send_rows[r]) * row, got = static_cast<size_t>(recv_rows[r]) * row;
+    if (r == rank_) {
+      if (sent > 0) check_cuda(cudaMemcpyAsync(dst, src, sent, cudaMemcpyDeviceToDevice, stream_), "all_to_all");
+    } else {
+      if (sent > 0) check(ncclSend(src, sent, ncclUint8, r, comm_, stream_), "all_to_all");
+      if (got > 0) check(ncclRecv(dst, got, ncclUint8, r, comm_, stream_), "all_to_all");
+    }
+    src += sent;
+    dst += got;
+  }
+  check(ncclGroupEnd(), "all_to_all");
+  finish("all_to_all");
+}
+
 void nccl_transport::send(tensor_view t, int peer) {
   require_usable("send");
   if (peer < 0 || peer >= world_ || peer == rank_)

@@ -48,12 +48,16 @@ class nccl_transport final : public transport {
   void broadcast(std::vector<uint8_t>& bytes, int root) override;
   void all_reduce_sum(tensor_view inout) override;
   void all_gather(tensor_view in, tensor_view out) override;
+  using transport::all_to_all;
+  void all_to_all(tensor_view in, std::span<const int64_t> send_rows, tensor_view out,
+                  std::span<const int64_t> recv_rows) override;
   void send(tensor_view t, int peer) override;
   void recv(tensor_view t, int peer) override;
   void barrier() override;
 
-  // Enqueue the collectives on `stream` (a cudaStream_t); null: the transport's own stream.
-  void bind_stream(void* stream);
+  // Enqueue the collectives on `stream` (a cudaStream_t: backend.cuda's native_stream());
+  // null: the transport's own stream.
+  void bind_stream(void* stream) override;
   cudaStream_t stream() const { return stream_; }
 
  private:

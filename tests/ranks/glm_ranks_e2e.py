@@ -11,6 +11,11 @@ The split sums o_proj / MLP partials in another order (per rank, then the all-re
 exact identity is not guaranteed by arithmetic; it holds on these prompts, and a failure
 names the prompt and the split to look at.
 
+Pipeline parallel (tensor_parallel 1, pipeline_parallel 2): rank 1 holds layers 0-1, rank 0
+layer 2 (a "shared" DSA layer, so the top-k crosses with the residual stream), the norm and
+the head; every sum is one process's, so the text must be identical. Also over three ranks,
+one layer each (rank 2 a middle stage).
+
 A worker killed while the server is idle is noticed by the heartbeat: /health turns 503
 naming the lost ranks within the heartbeat plus the transport's timeout, and the server
 still stops cleanly.
@@ -60,45 +65,67 @@ def pipelines(tmp, drafter):
     return paths
 
 
-def run_two(two, prompt, port, ep):
-    split = ["--set", f"topology.expert_parallel={ep}", "--set", f"transport.rendezvous=127.0.0.1:{port}",
-             "--set", "transport.timeout_s=20", "--set", "topology.heartbeat_s=1"]
-    w = subprocess.Popen([TANDEM, "worker", "--pipeline", two, "--rank", "1", *COMMON, *split], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+TENSOR = {"tensor_parallel": 2, "pipeline_parallel": 1}
+PIPELINE = {"tensor_parallel": 1, "pipeline_parallel": 2, "expert_parallel": 1}
+
+
+def run_two(two, prompt, port, topology):
+    """Rank 0's run and the workers' (ranks 1..; topology.ranks of them in all): rank 0's
+    result, the workers' worst return code and their stderr joined."""
+    ranks = topology.get("ranks", 2)
+    split = [a for k, v in topology.items() for a in ("--set", f"topology.{k}={v}")]
+    split += ["--set", f"transport.rendezvous=127.0.0.1:{port}", "--set", "transport.timeout_s=20",
+              "--set", "topology.heartbeat_s=1"]
+    workers = [subprocess.Popen([TANDEM, "worker", "--pipeline", two, "--rank", str(r), *COMMON, *split], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(1, ranks)]
+    errs = []
     try:
         r0 = tandem("run", "--raw", "--prompt", prompt, "-n", TOKENS, "--pipeline", two, *COMMON, *split, "-q")
-        _, err = w.communicate(timeout=60)
+        errs = [w.communicate(timeout=60)[1] for w in workers]
     finally:
-        if w.poll() is None:
-            w.kill()
-            w.communicate()
-    return r0, w.returncode, err
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.communicate()
+    return r0, max(abs(w.returncode) for w in workers), "".join(errs)
 
 
 class GlmAcrossRanks(unittest.TestCase):
-    def check(self, ep, drafter):
+    def check(self, drafter, topology, worker_says):
         with tempfile.TemporaryDirectory() as tmp:
             two, one = pipelines(tmp, drafter)
             for prompt in PROMPTS:
-                with self.subTest(prompt=prompt, expert_parallel=ep, drafter=drafter):
+                with self.subTest(prompt=prompt, topology=topology, drafter=drafter):
                     ref = tandem("run", "--raw", "--prompt", prompt, "-n", TOKENS, "--pipeline", one, *COMMON, "-q")
                     self.assertEqual(ref.returncode, 0, ref.stderr)
-                    r0, wrc, err = run_two(two, prompt, free_port(), ep)
+                    r0, wrc, err = run_two(two, prompt, free_port(), topology)
                     self.assertEqual(r0.returncode, 0, r0.stderr)
                     self.assertEqual(wrc, 0, err)
-                    self.assertIn("tensor parallel rank 1 of 2", err)
-                    self.assertIn("experts 4-7" if ep == 2 else "experts all, FFN 16", err)
+                    for text in worker_says:
+                        self.assertIn(text, err)
                     self.assertGreater(len(ref.stdout), 0)
                     self.assertEqual(r0.stdout, ref.stdout)
 
+    def check_tensor(self, ep, drafter):
+        self.check(drafter, {**TENSOR, "expert_parallel": ep},
+                   ["tensor parallel rank 1 of 2", "experts 4-7" if ep == 2 else "experts all, FFN 16"])
+
     def test_expert_parallel_with_the_drafter(self):
-        self.check(ep=2, drafter=True)
+        self.check_tensor(ep=2, drafter=True)
 
     def test_experts_split_by_ffn_with_the_drafter(self):
-        self.check(ep=1, drafter=True)
+        self.check_tensor(ep=1, drafter=True)
 
     def test_expert_parallel_without_a_drafter(self):
-        self.check(ep=2, drafter=False)
+        self.check_tensor(ep=2, drafter=False)
+
+    def test_pipeline_parallel_with_the_drafter(self):
+        self.check(True, PIPELINE, ["pipeline stage 0 of 2: layers 0-1"])
+
+    def test_pipeline_parallel_over_three_ranks(self):
+        # A middle stage receives and passes on; the top-k crosses from stage 1 to stage 2.
+        self.check(False, {**PIPELINE, "ranks": 3, "pipeline_parallel": 3},
+                   ["pipeline stage 0 of 3: layers 0-0", "pipeline stage 1 of 3: layers 1-1"])
 
 
 class Refused(unittest.TestCase):

@@ -76,6 +76,51 @@ BOOST_AUTO_TEST_CASE(collectives_compute_what_they_promise) {
   });
 }
 
+// Expert dispatch's shape: each rank sends a different number of 2-wide rows to each rank
+// (rank r sends r + d rows to rank d, some of them none), and the equal-parts form.
+BOOST_AUTO_TEST_CASE(all_to_all_moves_each_part_to_its_rank) {
+  on_ranks(3, [](gloo_transport& t) {
+    const int r = t.rank(), world = t.world_size();
+    // Row value: 100 * sender + 10 * receiver + index within the part.
+    auto rows_from_to = [](int from, int to) { return (from + to) % 3; };  // 0, 1 or 2 rows
+    std::vector<int64_t> send, recv;
+    std::vector<float> in;
+    for (int d = 0; d < world; ++d) {
+      send.push_back(rows_from_to(r, d));
+      recv.push_back(rows_from_to(d, r));
+      for (int i = 0; i < send.back(); ++i)
+        for (int c = 0; c < 2; ++c) in.push_back(100.0f * r + 10.0f * d + i + 0.5f * c);
+    }
+    std::vector<float> want;
+    for (int s = 0; s < world; ++s)
+      for (int i = 0; i < recv[s]; ++i)
+        for (int c = 0; c < 2; ++c) want.push_back(100.0f * s + 10.0f * r + i + 0.5f * c);
+    std::vector<float> out(want.size(), -1.0f);
+    const int64_t n_in = static_cast<int64_t>(in.size() / 2), n_out = static_cast<int64_t>(out.size() / 2);
+    t.all_to_all(tensor_view::contiguous(in.data(), dtype::f32, {n_in, 2}, device{}), send,
+                 tensor_view::contiguous(out.data(), dtype::f32, {n_out, 2}, device{}), recv);
+    BOOST_TEST(out == want, boost::test_tools::per_element());
+
+    std::vector<int32_t> parts = {10 * r, 10 * r + 1, 10 * r + 2}, got(3);
+    t.all_to_all(tensor_view::contiguous(parts.data(), dtype::i32, {3}, device{}),
+                 tensor_view::contiguous(got.data(), dtype::i32, {3}, device{}));
+    BOOST_TEST(got == (std::vector<int32_t>{r, 10 + r, 20 + r}), boost::test_tools::per_element());
+
+    // Counts that do not add up, or that keep a different part for oneself: refused before
+    // anything is sent (so every rank refuses alike and nothing waits).
+    const std::vector<int64_t> one_each(3, 1), short_list(2, 1);
+    std::vector<float> three(3), four(4);
+    auto v = [](std::vector<float>& x) { return tensor_view::contiguous(x.data(), dtype::f32, {int64_t(x.size())}, device{}); };
+    BOOST_CHECK_THROW(t.all_to_all(v(four), one_each, v(three), one_each), plugin_error);
+    BOOST_CHECK_THROW(t.all_to_all(v(three), short_list, v(three), one_each), plugin_error);
+    std::vector<int64_t> skewed = one_each;
+    skewed[r] = 0;
+    skewed[(r + 1) % 3] = 2;
+    BOOST_CHECK_THROW(t.all_to_all(v(three), skewed, v(three), one_each), plugin_error);
+    BOOST_CHECK_THROW(t.all_to_all(v(four), v(four)), plugin_error);  // 4 rows over 3 ranks
+  });
+}
+
 BOOST_AUTO_TEST_CASE(empty_broadcast_and_bad_arguments) {
   on_ranks(2, [](gloo_transport& t) {
     std::vector<uint8_t> none = t.rank() == 0 ? std::vector<uint8_t>{} : std::vector<uint8_t>{9, 9};

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tensor parallel over two `tandem` processes on loopback (suite 'ranks').
+"""llama (the default model) over two `tandem` processes on loopback (suite 'ranks').
 
 usage: tp_e2e.py TANDEM_EXE
 
@@ -7,6 +7,9 @@ usage: tp_e2e.py TANDEM_EXE
   sums o_proj / down partials in another order (two halves, then the all-reduce), so exact
   identity is not guaranteed by arithmetic; it holds on these prompts, and a failure here
   names the prompt to look at.
+- PP=2 (pipelines/pp2-cpu.yaml: rank 1 the first 15 layers, rank 0 the last 15 and the head)
+  greedy text equals one process's; here every sum is one process's, so it must, also with
+  the default q8 linears. Combining PP with TP is refused before the rendezvous.
 - ranks that disagree (a different engine.seed on the worker) are refused on both, naming it;
 - a worker killed mid-request: the request ends with an error, later ones fail at once,
   /health answers 503 naming it, and nothing waits longer than the transport's timeout;
@@ -25,6 +28,7 @@ from pathlib import Path
 TANDEM = os.path.abspath(sys.argv[1])
 ROOT = Path(os.environ.get("TANDEM_SOURCE_ROOT", Path(__file__).resolve().parents[2]))
 TP2 = str(ROOT / "pipelines/tp2-cpu.yaml")
+PP2 = str(ROOT / "pipelines/pp2-cpu.yaml")
 ONE = str(ROOT / "pipelines/cpu.yaml")
 COMMON = ["--set", "backend.linear=float", "--set", "backend.threads=1", "--set", "engine.max_model_len=512",
           "--set", "engine.kv_tokens=8192"]
@@ -45,8 +49,8 @@ def tandem(*args, timeout=300):
     return subprocess.run([TANDEM, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-def worker(port, *extra, timeout_s=20):
-    return subprocess.Popen([TANDEM, "worker", "--pipeline", TP2, "--rank", "1", *COMMON,
+def worker(port, *extra, timeout_s=20, pipeline=TP2, common=COMMON):
+    return subprocess.Popen([TANDEM, "worker", "--pipeline", pipeline, "--rank", "1", *common,
                              *rendezvous_args(port, timeout_s), *extra],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -138,6 +142,39 @@ class TensorParallel(unittest.TestCase):
             w.communicate(timeout=30)
             server.terminate()
             server.communicate(timeout=60)
+
+
+class PipelineParallel(unittest.TestCase):
+    def check(self, common):
+        for name, text in prompts():
+            with self.subTest(prompt=name, settings=common):
+                one = tandem("run", "--raw", "--prompt", text, "-n", "32", "--pipeline", ONE, *common, "-q")
+                self.assertEqual(one.returncode, 0, one.stderr)
+                port = free_port()
+                w = worker(port, pipeline=PP2, common=common)
+                two = tandem("run", "--raw", "--prompt", text, "-n", "32", "--pipeline", PP2, *common,
+                             *rendezvous_args(port))
+                out, err = w.communicate(timeout=60)
+                self.assertEqual(two.returncode, 0, two.stderr)
+                self.assertEqual(w.returncode, 0, err)
+                self.assertIn("pipeline stage 0 of 2: layers 0-14", err)
+                self.assertIn("pipeline stage 1 of 2: layers 15-29", two.stderr)
+                # rank 0 holds the KV of its 15 layers only: 15 x 3 KV heads x 64 x 2 x 4 bytes
+                self.assertIn("KV per token: 23040 bytes", two.stderr)
+                self.assertEqual(two.stdout, one.stdout)
+
+    def test_greedy_text_equals_one_process(self):
+        self.check(COMMON)
+
+    def test_greedy_text_equals_one_process_with_q8_linears(self):
+        self.check(["backend.linear=q8" if c == "backend.linear=float" else c for c in COMMON])
+
+    def test_pipeline_with_tensor_parallel_is_refused_before_the_rendezvous(self):
+        r = tandem("run", "--raw", "--prompt", "x", "--pipeline", PP2, "--set", "topology.ranks=4",
+                   "--set", "topology.tensor_parallel=2", "-q", timeout=60)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("topology.pipeline_parallel: pipeline parallel together with tensor parallel is not "
+                      "supported yet", r.stderr)
 
 
 class Validation(unittest.TestCase):

@@ -202,6 +202,10 @@ class TANDEM_API backend : public plugin_object {
   virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void synchronize() = 0;
+  // The queue this backend's ops are enqueued on, as its native handle (backend.cuda: its
+  // cudaStream_t), for a transport to order collectives with the model's kernels
+  // (transport::bind_stream); null when every op completes on the host (backend.cpu).
+  virtual void* native_stream() const { return nullptr; }
 
   // Weights. load_tensor converts a (possibly quantized) host tensor to `as`.
   virtual std::unique_ptr<linear_weight> load_linear(const tensor_info& w) = 0;

@@ -4,6 +4,7 @@
 //   auto t = host.create<transport>("transport.local", cfg);
 //   t->broadcast(plan_bytes, 0);     // rank 0's step plan reaches every rank
 //   t->all_reduce_sum(partial);      // tensor-parallel partial sums
+//   t->all_to_all(tokens, to_each, received, from_each);   // expert dispatch / combine
 //
 // All calls are collective unless noted: every rank calls them in the same order.
 //
@@ -19,6 +20,7 @@
 // A failed collective (a rank died, or stalled past the transport's timeout) throws
 // plugin_error; it never blocks forever.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "tandem/export.hpp"
@@ -44,10 +46,37 @@ class TANDEM_API transport : public plugin_object {
   virtual void all_reduce_sum(tensor_view inout) = 0;
   // out = concatenation over ranks of in along dim 0.  out: [world * n, ...]
   virtual void all_gather(tensor_view in, tensor_view out) = 0;
+  // Rows (dim 0) of `in` to every rank and back, as expert dispatch / combine moves tokens:
+  // the first send_rows[0] rows of in go to rank 0, the next send_rows[1] to rank 1, ...;
+  // out receives recv_rows[0] rows from rank 0, then recv_rows[1] from rank 1, ... Both
+  // spans have world_size() entries; recv_rows[r] must be rank r's send_rows[this rank]
+  // (exchange the counts first, with all_to_all of one i32 per rank). in and out are
+  // contiguous, of one type, with equal row shapes (dims 1..).
+  virtual void all_to_all(tensor_view in, std::span<const int64_t> send_rows, tensor_view out,
+                          std::span<const int64_t> recv_rows) = 0;
+  // Equal parts: in and out are [world * n, ...]; part r of in goes to rank r, part r of out
+  // came from rank r.
+  void all_to_all(tensor_view in, tensor_view out);
   // Point-to-point (not collective).
   virtual void send(tensor_view t, int peer) = 0;
   virtual void recv(tensor_view t, int peer) = 0;
   virtual void barrier() = 0;
+
+  // Orders the collectives on device tensors with the work already enqueued on
+  // `native_stream` (a backend's native_stream(): its kernels first, then the collective);
+  // null: the transport's own order. A transport of host memory has nothing to order.
+  virtual void bind_stream(void* native_stream) { (void)native_stream; }
+  // True for a world of one whose collectives are identities (transport.local): a model
+  // need not call them. A one-rank transport that runs them (transport.nccl on one GPU)
+  // says false, and the model takes the same split path as on several ranks.
+  virtual bool identity() const { return false; }
 };
+
+// For transports: checks all_to_all's arguments (the rules above, on `rank` of a world of
+// `world`: its own part must keep its size) and returns the bytes of one row; plugin_error
+// naming `plugin` on a violation.
+TANDEM_API size_t all_to_all_row_bytes(const char* plugin, int rank, int world, const tensor_view& in,
+                                       std::span<const int64_t> send_rows, const tensor_view& out,
+                                       std::span<const int64_t> recv_rows);
 
 }  // namespace tandem

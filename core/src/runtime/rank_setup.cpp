@@ -10,9 +10,10 @@
 namespace tandem {
 
 void check_topology_runs(const pipeline_spec& spec, const backend& be) {
-  if (spec.topo.pipeline_parallel > 1)
-    throw config_error("topology.pipeline_parallel", "pipeline parallel is not implemented yet (tensor_parallel "
-                                                     "splits a model across ranks)");
+  if (spec.topo.pipeline_parallel > 1 && spec.topo.tensor_parallel > 1)
+    throw config_error("topology.pipeline_parallel", "pipeline parallel together with tensor parallel is not "
+                                                     "supported yet: split the model one way (tensor_parallel 1, "
+                                                     "or pipeline_parallel 1)");
   if (spec.topo.expert_parallel > 1 && spec.topo.expert_parallel != spec.topo.tensor_parallel)
     throw config_error("topology.expert_parallel", "expert_parallel must be 1 or tensor_parallel (" +
                                                        std::to_string(spec.topo.tensor_parallel) +
@@ -27,15 +28,21 @@ void check_topology_runs(const pipeline_spec& spec, const backend& be) {
                                              " computes on " + kind);
 }
 
-tp_group join_ranks(const pipeline_spec& spec, transport& comm, const weight_format& weights,
+tp_group join_ranks(const pipeline_spec& spec, transport& comm, const backend& be, const weight_format& weights,
                     const std::filesystem::path& model_file) {
   if (comm.world_size() != spec.topo.ranks)
     throw plugin_error(spec.transport.name, "the transport has " + std::to_string(comm.world_size()) +
                                                 " ranks, topology.ranks is " + std::to_string(spec.topo.ranks));
-  if (comm.world_size() == 1) return {};
+  comm.bind_stream(be.native_stream());  // collectives after the kernels that fill their tensors
+  // One rank: no split, unless the transport runs its collectives anyway (transport.nccl on
+  // one GPU), where the model takes the split path of many ranks (tensor parallel of 1).
+  if (comm.world_size() == 1) return comm.identity() ? tp_group{} : tp_group{.rank = 0, .size = 1, .comm = &comm};
   check_ranks_agree(comm, rank_identity::of(spec, weights, model_file));
-  return {.rank = comm.rank(), .size = spec.topo.tensor_parallel, .comm = &comm,
-          .expert_parallel = spec.topo.expert_parallel};
+  const int stages = spec.topo.pipeline_parallel;
+  return {.rank = comm.rank(), .size = spec.topo.tensor_parallel,
+          .comm = spec.topo.tensor_parallel > 1 ? &comm : nullptr, .expert_parallel = spec.topo.expert_parallel,
+          .pp = {.stage = pp_stage::stage_of_rank(comm.rank(), stages), .stages = stages,
+                 .comm = stages > 1 ? &comm : nullptr}};
 }
 
 std::unique_ptr<model> lead_ranks(std::unique_ptr<model> m, transport& comm, const pipeline_spec& spec) {

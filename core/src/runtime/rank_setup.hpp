@@ -15,14 +15,16 @@
 
 namespace tandem {
 
-// config_error for what validates but does not run yet (pipeline parallel, expert parallel
-// other than over the tensor-parallel ranks), and
+// config_error for what validates but does not run yet (pipeline parallel together with
+// tensor parallel, expert parallel other than over the tensor-parallel ranks), and
 // when the transport does not declare the backend's device among those it serves.
 void check_topology_runs(const pipeline_spec& spec, const backend& be);
 
 // After the transport's rendezvous: every rank checks that all agree (rank_handshake), and
-// gets its tensor-parallel group (all ranks: tensor_parallel == ranks).
-tp_group join_ranks(const pipeline_spec& spec, transport& comm, const weight_format& weights,
+// gets its group: tensor parallel over all ranks (tensor_parallel == ranks), or its pipeline
+// stage (pipeline_parallel == ranks; the last stage on rank 0, pp_stage.hpp).
+// The transport is bound to the backend's stream (transport::bind_stream).
+tp_group join_ranks(const pipeline_spec& spec, transport& comm, const backend& be, const weight_format& weights,
                     const std::filesystem::path& model_file);
 
 // Rank 0's model: the model itself in a world of one, else a broadcasting_model that drives

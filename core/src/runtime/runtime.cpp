@@ -125,7 +125,7 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
     throw config_error("transport.rank", "this process is rank 0; start the other ranks with `tandem worker --rank R`");
   if (m.spec.topo.ranks > 1) say(fmt::format("rank 0 of {}: waiting for the other ranks", m.spec.topo.ranks));
   m.comm = m.host->create<transport>(m.spec.transport.name, m.spec.transport.cfg);
-  const tp_group tp = join_ranks(m.spec, *m.comm, *m.weights, model_file);  // rank_setup.hpp
+  const tp_group tp = join_ranks(m.spec, *m.comm, *m.be, *m.weights, model_file);  // rank_setup.hpp
   m.sched = m.host->create<scheduler>(m.spec.scheduler.name, m.spec.scheduler.cfg);
   if (m.spec.drafter) {
     m.draft = m.host->create<drafter>(m.spec.drafter->name, m.spec.drafter->cfg);

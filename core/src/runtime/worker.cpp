@@ -37,7 +37,7 @@ void run_worker(const std::filesystem::path& file, int rank, const runtime_optio
   check_topology_runs(spec, *be);
   say(fmt::format("rank {} of {}: joining the rendezvous", rank, spec.topo.ranks));
   std::unique_ptr<transport> comm = host.create<transport>(spec.transport.name, spec.transport.cfg);
-  const tp_group tp = join_ranks(spec, *comm, *weights, model_file);
+  const tp_group tp = join_ranks(spec, *comm, *be, *weights, model_file);
   say(fmt::format("rank {}: loading its share of {} onto {}", rank, model_file.filename().string(), be->describe()));
   std::unique_ptr<model> m = create_model(*be, *weights, model_file.string(), tp);
   apply_kv_dtype(spec.engine, *be, spec.backend.name, *m);  // as rank 0 did, so the pages match

@@ -87,9 +87,14 @@ class test_transport final : public transport {
   void broadcast(std::vector<uint8_t>&, int) override {}
   void all_reduce_sum(tensor_view) override {}
   void all_gather(tensor_view, tensor_view) override { unused("all_gather"); }
+  using transport::all_to_all;
+  void all_to_all(tensor_view, std::span<const int64_t>, tensor_view, std::span<const int64_t>) override {
+    unused("all_to_all");
+  }
   void send(tensor_view, int) override { unused("send"); }
   void recv(tensor_view, int) override { unused("recv"); }
   void barrier() override {}
+  bool identity() const override { return true; }
 };
 
 // Proposes the last token again, k times.
