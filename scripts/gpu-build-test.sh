@@ -18,7 +18,9 @@ targets=(plugins/cuda/backend.cuda.so plugins/cpu/backend.cpu.so plugins/gguf/we
          plugins/safetensors/weights.safetensors.so tests/models/test_glm_reference bench/glm/bench_glm_long_context
          tests/gpu/test_gpu_ops tests/gpu/test_gpu_attention_tc tests/gpu/test_gpu_exl3 tests/gpu/test_gpu_exl3_moe tests/gpu/test_gpu_viterbi tests/gpu/test_gpu_moe tests/gpu/test_gpu_mla tests/gpu/test_gpu_model
          bench/cuda/bench_cuda_kernels bench/cuda/bench_cuda_model bench/cuda/bench_cuda_exl3
-         bench/cuda/bench_cuda_exl3_moe bench/cuda/bench_cuda_moe bench/kv/bench_kv_quality)
+         bench/cuda/bench_cuda_exl3_moe bench/cuda/bench_cuda_moe bench/kv/bench_kv_quality
+         cli/tandem plugins/fcfs/scheduler.fcfs.so plugins/local/transport.local.so
+         plugins/gloo/transport.gloo.so plugins/nccl/transport.nccl.so tests/ranks/test_nccl_transport)
 gpu_build "${targets[@]}"
 step test
 meson test -C "$BUILD" --no-rebuild --suite gpu --print-errorlogs ${GPU_TESTS:-} > "$OUT/test.log" 2>&1

@@ -12,6 +12,7 @@ packages=(
   libboost-system1.81-dev libboost-system1.81.0 libboost-test1.81-dev libboost-test1.81.0
   libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
   libssl-dev libssl3 libxxhash-dev pkgconf pkgconf-bin libpkgconf3
+  libgloo-dev libgloo0 libhiredis0.14 libibverbs1 libnl-3-200 libnl-route-3-200
 )
 mkdir -p .gpu-deps
 # The wraps' pinned archives (subprojects/*.wrap: xgrammar's PyPI sdist), which meson

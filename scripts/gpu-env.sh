@@ -29,8 +29,11 @@ if [ -d .gpu-deps ] && ls .gpu-deps/*.deb >/dev/null 2>&1; then
   export PKG_CONFIG_PATH=$PREFIX/usr/lib/x86_64-linux-gnu/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
   export BOOST_ROOT=$PREFIX/usr BOOST_INCLUDEDIR=$PREFIX/usr/include
   export BOOST_LIBRARYDIR=$PREFIX/usr/lib/x86_64-linux-gnu
-  export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
+  # Gloo (transport.gloo, and transport.nccl's rendezvous) has no .pc file: its headers and
+  # its library (in usr/lib, not the multiarch folder) are found through the compiler's paths.
+  export CPATH=$PREFIX/usr/include${CPATH:+:$CPATH}
+  export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu:$PREFIX/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu:$PREFIX/usr/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
   command -v pkg-config >/dev/null || { export PATH=$PATH:$PREFIX/usr/bin; ln -sf pkgconf "$PREFIX/usr/bin/pkg-config"; }
 fi
 
