@@ -73,7 +73,9 @@ void check(const tandem::exl3_plugin::exl3_model& m) {
   try {
     const auto tok = tandem::tokenizer::from_metadata(m.meta(), "fuzz-exl3");
     require(tok.vocab_size() > 0, "a tokenizer was built with no tokens");
-  } catch (const tandem::model_error&) {
+    tandem::fuzz::note("tokenizer of " + std::to_string(tok.vocab_size()) + " tokens");
+  } catch (const tandem::model_error& e) {
+    tandem::fuzz::note(std::string("tokenizer: ") + e.what());
   }
 }
 
@@ -84,8 +86,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& path = dir.fill(std::string_view(reinterpret_cast<const char*>(data), size));
   try {
     const tandem::exl3_plugin::exl3_model m(path);
+    tandem::fuzz::note("read " + std::to_string(m.tensors().size()) + " tensors");
     check(m);
-  } catch (const tandem::model_error&) {
+  } catch (const tandem::model_error& e) {
+    tandem::fuzz::note(e.what());
   }
   return 0;
 }

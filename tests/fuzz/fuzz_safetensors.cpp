@@ -58,8 +58,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(data), reinterpret_cast<const std::byte*>(data) + size);
   try {
     const st::safetensors_file f(std::move(bytes), "fuzz.safetensors");
+    tandem::fuzz::note("read " + std::to_string(f.tensors().size()) + " tensors");
     check(f);
-  } catch (const tandem::model_error&) {
+  } catch (const tandem::model_error& e) {
+    tandem::fuzz::note(e.what());
   }
   return 0;
 }
