@@ -10,27 +10,17 @@
 // and the tokenizer metadata builds a tandem::tokenizer or throws model_error.
 #include <cstddef>
 #include <cstdint>
-#include <set>
-#include <string>
-#include <string_view>
 #include <vector>
 
 #include "exl3_model.hpp"
 #include "fuzz_model_dir.hpp"
 #include "fuzz_support.hpp"
-#include "tandem/error.hpp"
 #include "tandem/exl3_tensor.hpp"
-#include "tandem/tokenizer.hpp"
 
+using tandem::fuzz::read_all;
 using tandem::fuzz::require;
 
 namespace {
-
-void read_all(const void* data, size_t nbytes) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  volatile unsigned sum = 0;
-  for (size_t i = 0; i < nbytes; ++i) sum = sum + p[i];
-}
 
 void check_group(const tandem::tensor_info& t, const tandem::exl3_tensor& e) {
   require(e.bits >= 1 && e.bits <= 8, "exl3 bits outside 1..8");
@@ -53,43 +43,15 @@ void check_group(const tandem::tensor_info& t, const tandem::exl3_tensor& e) {
   }
 }
 
-void check(const tandem::exl3_plugin::exl3_model& m) {
-  std::set<std::string> names;
-  for (const tandem::tensor_info& t : m.tensors()) {
-    require(names.insert(t.name).second, "a tensor name appears twice");
-    require(m.find(t.name) == &t, "find() does not give the tensor of that name");
-    if (t.type == tandem::dtype::exl3) {
-      const auto* e = tandem::exl3_tensor::of(t.type, t.data, t.nbytes);
-      require(e != nullptr, "an exl3 tensor without a valid descriptor");
-      check_group(t, *e);
-      continue;
-    }
-    int64_t numel = 1;
-    for (int64_t d : t.shape) numel *= d;
-    require(static_cast<int64_t>(t.nbytes) == numel * tandem::traits(t.type).block_bytes,
-            "nbytes is not elements x size");
-    read_all(t.data, t.nbytes);
-  }
-  try {
-    const auto tok = tandem::tokenizer::from_metadata(m.meta(), "fuzz-exl3");
-    require(tok.vocab_size() > 0, "a tokenizer was built with no tokens");
-    tandem::fuzz::note("tokenizer of " + std::to_string(tok.vocab_size()) + " tokens");
-  } catch (const tandem::model_error& e) {
-    tandem::fuzz::note(std::string("tokenizer: ") + e.what());
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static tandem::fuzz::scratch_dir dir;
-  const auto& path = dir.fill(std::string_view(reinterpret_cast<const char*>(data), size));
-  try {
-    const tandem::exl3_plugin::exl3_model m(path);
-    tandem::fuzz::note("read " + std::to_string(m.tensors().size()) + " tensors");
-    check(m);
-  } catch (const tandem::model_error& e) {
-    tandem::fuzz::note(e.what());
-  }
-  return 0;
+  return tandem::fuzz::run_model_input<tandem::exl3_plugin::exl3_model>(data, size, [](const auto& m) {
+    tandem::fuzz::check_tensors(m, [](const tandem::tensor_info& t) {
+      const auto* e = tandem::exl3_tensor::of(t.type, t.data, t.nbytes);
+      require(e != nullptr, "an exl3 tensor without a valid descriptor");
+      check_group(t, *e);
+    });
+    tandem::fuzz::check_tokenizer(m.meta());
+  });
 }

@@ -11,16 +11,24 @@
 //   === model.safetensors
 //   <8-byte length><header JSON><data>
 //
-// make_seeds.py writes the seeds in this form (its `model_dir` function).
+// make_seeds.py writes the seeds in this form (its `model_dir` function). run_model_input()
+// is such a harness's whole LLVMFuzzerTestOneInput, with the checks both readers share.
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
+
+#include "fuzz_support.hpp"
+#include "tandem/error.hpp"
+#include "tandem/tokenizer.hpp"
+#include "tandem/weight_format.hpp"
 
 namespace tandem::fuzz {
 
@@ -81,5 +89,51 @@ class scratch_dir {
  private:
   std::filesystem::path path_;
 };
+
+// Tensor names unique and found by find(); a plain tensor's nbytes = elements x element
+// size and every byte readable; an exl3 tensor goes to `check_exl3`.
+template <class Model, class CheckExl3>
+void check_tensors(const Model& m, CheckExl3 check_exl3) {
+  std::set<std::string> names;
+  for (const tensor_info& t : m.tensors()) {
+    require(names.insert(t.name).second, "a tensor name appears twice");
+    require(m.find(t.name) == &t, "find() does not give the tensor of that name");
+    if (t.type == dtype::exl3) {
+      check_exl3(t);
+      continue;
+    }
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    require(static_cast<int64_t>(t.nbytes) == numel * traits(t.type).block_bytes, "nbytes is not elements x size");
+    read_all(t.data, t.nbytes);
+  }
+}
+
+// The reader's tokenizer metadata builds a tokenizer with tokens, or throws model_error.
+inline void check_tokenizer(const model_metadata& meta) {
+  try {
+    const auto tok = tokenizer::from_metadata(meta, "fuzz-model");
+    require(tok.vocab_size() > 0, "a tokenizer was built with no tokens");
+    note("tokenizer of " + std::to_string(tok.vocab_size()) + " tokens");
+  } catch (const model_error& e) {
+    note(std::string("tokenizer: ") + e.what());
+  }
+}
+
+// One input: its files written to this process's scratch directory, opened as Model (which
+// either throws model_error or is handed to `check`).
+template <class Model, class Check>
+int run_model_input(const uint8_t* data, size_t size, Check check) {
+  static scratch_dir dir;
+  const auto& path = dir.fill(std::string_view(reinterpret_cast<const char*>(data), size));
+  try {
+    const Model m(path);
+    note("read " + std::to_string(m.tensors().size()) + " tensors");
+    check(m);
+  } catch (const model_error& e) {
+    note(e.what());
+  }
+  return 0;
+}
 
 }  // namespace tandem::fuzz

@@ -25,6 +25,13 @@ inline void note(const std::string& what) {
   if (on) std::fprintf(stderr, "fuzz: %s\n", what.c_str());
 }
 
+// Reads every byte (ASan reports a read outside what the reader handed out).
+inline void read_all(const void* data, size_t nbytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  volatile unsigned sum = 0;
+  for (size_t i = 0; i < nbytes; ++i) sum = sum + p[i];
+}
+
 // The repository (for fixtures the harnesses load once): TANDEM_SOURCE_ROOT, else where
 // meson configured the build from.
 inline std::filesystem::path source_root() {
