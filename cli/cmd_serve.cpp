@@ -27,6 +27,9 @@ struct serve_options {
   int io_threads = 2;
   size_t max_pending = 256;
   size_t max_connections = 0;  // 0 = from ulimit -n
+  // HTTP limits (tandem::server_options).
+  size_t header_limit = server_options{}.header_limit, body_limit = server_options{}.body_limit;
+  double header_timeout_s = server_options{}.header_timeout_s;
   double shutdown_s = 10;
   std::vector<std::string> sets;
   // The API (tandem::server_options / source_options).
@@ -52,6 +55,11 @@ po::options_description describe(serve_options& o) {
        "open connections at most; one more is answered 503 (0 = ulimit -n less 64)")
       ("max-pending", po::value(&o.max_pending)->default_value(o.max_pending),
        "engine requests in flight before new ones get 429")
+      ("header-limit", po::value(&o.header_limit)->default_value(o.header_limit),
+       "bytes of request line and headers; more gets 414 / 431")
+      ("body-limit", po::value(&o.body_limit)->default_value(o.body_limit), "bytes of request body; more gets 413")
+      ("header-timeout", po::value(&o.header_timeout_s)->default_value(o.header_timeout_s),
+       "seconds a request line and headers may take to arrive; a slower client is disconnected")
       ("shutdown-timeout", po::value(&o.shutdown_s)->default_value(o.shutdown_s),
        "seconds in-flight requests may take to finish on SIGINT/SIGTERM")
       ("set", po::value(&o.sets)->composing(), "override a pipeline setting: section.key=value")
@@ -135,6 +143,9 @@ int run_serve(const args& a) {
     if (o.port < -1 || o.port > 65535) throw po::error("--port must be in [0, 65535]");
     if (o.io_threads < 1) throw po::error("--io-threads must be at least 1");
     if (o.max_pending < 1) throw po::error("--max-pending must be at least 1");
+    if (o.header_limit < 64) throw po::error("--header-limit must be at least 64 bytes");
+    if (!(o.header_timeout_s > 0 && o.header_timeout_s <= 86400))
+      throw po::error("--header-timeout must be in (0, 86400] seconds");
     if (o.tool_parser != "auto" && o.tool_parser != "hermes" && o.tool_parser != "glm4")
       throw po::error("--tool-parser must be auto, hermes or glm4; got '" + o.tool_parser + "'");
     if (vm.count("max-model-len") && o.max_model_len < 1) throw po::error("--max-model-len must be at least 1");
@@ -174,6 +185,9 @@ int run_serve(const args& a) {
   so.io_threads = o.io_threads;
   so.max_pending = o.max_pending;
   so.max_connections = o.max_connections;
+  so.header_limit = o.header_limit;
+  so.body_limit = o.body_limit;
+  so.header_timeout_s = o.header_timeout_s;
   so.api_key = o.api_key;
   so.auth_all = o.api_key_all_paths;
   so.cors_origins = o.cors_origins;

@@ -21,7 +21,7 @@ cd "$root"
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${FUZZ_SECONDS:-30}
 rm -f "$build/fuzz-results.xml"  # a stale file must not count when this run fails early
-all=(fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_pipeline fuzz_http)
+all=(fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_pipeline fuzz_http fuzz_safetensors fuzz_hf_model fuzz_exl3)
 harnesses=("$@")
 ((${#harnesses[@]})) || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do
@@ -65,7 +65,10 @@ for h in "${harnesses[@]}"; do
   if ((ok)); then
     dict=()
     [[ -f tests/fuzz/$h.dict ]] && dict=(-dict="tests/fuzz/$h.dict")
-    if "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
+    max_len=16384
+    # A model directory holds a tokenizer.json and a few tensors: its seeds are 5-30 KB.
+    [[ $h == fuzz_hf_model || $h == fuzz_exl3 ]] && max_len=65536
+    if "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" -print_final_stats=1 \
          -artifact_prefix="$artifacts/" "${dict[@]}" "$work" "tests/fuzz/corpus/$h" >>"$log" 2>&1; then
       runs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
       echo "fuzz: $h: ok, ${runs:-?} inputs in ${seconds} s"

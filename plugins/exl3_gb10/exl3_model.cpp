@@ -216,11 +216,13 @@ void exl3_model::add_plain(const st::tensor_entry& t, const std::string& out_nam
   }
   if (index_.count(out_name)) throw model_error(t.name, "maps to " + out_name + ", which another tensor already has");
   const void* data = t.data;
+  const bool rotary = ends_with(out_name, ".attn_q.weight") || ends_with(out_name, ".attn_k.weight");
+  const auto e = expected_linear(cfg_, out_name);
+  // The shape is checked before the row permutation is built from config.json's heads.
+  if (rotary && e && (t.shape.size() != 2 || t.shape[0] != e->first || t.shape[1] != e->second))
+    throw model_error(t.name, "has shape " + shape_str(t.shape) + ", expected [" + std::to_string(e->first) +
+                                  ", " + std::to_string(e->second) + "]");
   if (const int32_t* perm = rope_perm(out_name)) {
-    const auto e = expected_linear(cfg_, out_name);
-    if (t.shape.size() != 2 || !e || t.shape[0] != e->first)
-      throw model_error(t.name, "has shape " + shape_str(t.shape) + ", expected [" +
-                                    std::to_string(e ? e->first : 0) + ", in]");
     const size_t row = t.nbytes / static_cast<size_t>(t.shape[0]);
     std::vector<uint16_t> rows((t.nbytes + 1) / 2);
     auto* dst = reinterpret_cast<std::byte*>(rows.data());

@@ -9,8 +9,20 @@ namespace tandem::exl3_plugin {
 namespace json = boost::json;
 namespace {
 
-// A positive integer field of config.json, or `fallback` (-1 = required).
-int64_t int_field(const json::object& o, std::string_view key, const std::string& file,
+// Bounds of the llama hyper-parameters, the same as the llama engine checks
+// (models/llama/llama_hparams.cpp): far above any released model, far below where a size
+// computed from them (heads x head_dim, vocab x hidden) overflows or allocates absurdly --
+// which this reader does before the engine sees them (the q/k row permutation, the vocab).
+constexpr int64_t max_layers = 4096;
+constexpr int64_t max_width = int64_t{1} << 20;  // hidden_size, intermediate_size
+constexpr int64_t max_heads = 4096;
+constexpr int64_t max_head_dim = 4096;
+constexpr int64_t max_vocab = int64_t{1} << 24;
+constexpr int64_t max_context = int64_t{1} << 27;
+
+// A positive integer field of config.json no larger than `limit`, or `fallback` when it is
+// absent (-1 = required).
+int64_t int_field(const json::object& o, std::string_view key, const std::string& file, int64_t limit,
                   int64_t fallback = -1) {
   const json::value* v = o.if_contains(key);
   if (!v || v->is_null()) {
@@ -21,7 +33,9 @@ int64_t int_field(const json::object& o, std::string_view key, const std::string
   if (v->is_int64()) x = v->get_int64();
   else if (v->is_uint64() && v->get_uint64() < (1ULL << 62)) x = static_cast<int64_t>(v->get_uint64());
   else throw model_error(file, std::string(key) + " is not an integer");
-  if (x <= 0 || x > (int64_t(1) << 31)) throw model_error(file, std::string(key) + " is out of range");
+  if (x <= 0 || x > limit)
+    throw model_error(file, std::string(key) + " = " + std::to_string(x) + " is out of range (1.." +
+                                std::to_string(limit) + ")");
   return x;
 }
 
@@ -55,14 +69,17 @@ llama_config read_llama_config(const std::filesystem::path& dir, model_metadata&
   if (const json::value* ab = o.if_contains("attention_bias"); ab && ab->is_bool() && ab->get_bool())
     throw model_error(file, "attention_bias is not supported by the llama engine");
 
-  c.hidden = int_field(o, "hidden_size", file);
-  c.layers = int_field(o, "num_hidden_layers", file);
-  c.heads = int_field(o, "num_attention_heads", file);
-  c.kv_heads = int_field(o, "num_key_value_heads", file, c.heads);
-  c.head_dim = int_field(o, "head_dim", file, c.hidden / c.heads);
-  c.ffn = int_field(o, "intermediate_size", file);
-  c.vocab = int_field(o, "vocab_size", file);
-  c.context = int_field(o, "max_position_embeddings", file);
+  c.hidden = int_field(o, "hidden_size", file, max_width);
+  c.layers = int_field(o, "num_hidden_layers", file, max_layers);
+  c.heads = int_field(o, "num_attention_heads", file, max_heads);
+  c.kv_heads = int_field(o, "num_key_value_heads", file, max_heads, c.heads);
+  c.head_dim = int_field(o, "head_dim", file, max_head_dim, c.hidden / c.heads);
+  c.ffn = int_field(o, "intermediate_size", file, max_width);
+  c.vocab = int_field(o, "vocab_size", file, max_vocab);
+  c.context = int_field(o, "max_position_embeddings", file, max_context);
+  if (c.head_dim < 1 || c.head_dim > max_head_dim)
+    throw model_error(file, "head_dim is absent and hidden_size / num_attention_heads = " +
+                                std::to_string(c.head_dim) + " is out of range (1.." + std::to_string(max_head_dim) + ")");
   if (const json::value* t = o.if_contains("tie_word_embeddings"); t && t->is_bool()) c.tie_embeddings = t->get_bool();
   if (c.heads % c.kv_heads != 0) throw model_error(file, "num_attention_heads is not a multiple of num_key_value_heads");
   if (c.head_dim % 2 != 0) throw model_error(file, "head_dim is odd");

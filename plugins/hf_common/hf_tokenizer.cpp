@@ -22,6 +22,9 @@ const char* const glm4_pattern =
 namespace {
 
 constexpr int64_t type_normal = 1, type_control = 3, type_user_defined = 4, type_unused = 5;
+// Token ids at most: the bound of the llama engine and GGUF reader (2^24); also what keeps a
+// config.json vocab_size from sizing the token list absurdly.
+constexpr int64_t max_token_ids = int64_t{1} << 24;
 
 // GPT-2's pattern as tokenizers' ByteLevel(use_regex) runs it, in tokenizers' syntax.
 constexpr const char* byte_level_pattern =
@@ -103,8 +106,11 @@ void reader::read_vocab(const json::object& model) {
   const json::value* vocab = model.if_contains("vocab");
   if (!vocab || !vocab->is_object()) fail("model.vocab is not an object");
   int64_t n = ids_in_.vocab_size;
+  if (n > max_token_ids)
+    throw model_error((dir_ / "config.json").string(), "vocab_size = " + std::to_string(n) + " is more than " +
+                                                         std::to_string(max_token_ids) + " token ids");
   for (const auto& kv : vocab->as_object()) {
-    if (!kv.value().is_int64() || kv.value().get_int64() < 0 || kv.value().get_int64() >= (1 << 24))
+    if (!kv.value().is_int64() || kv.value().get_int64() < 0 || kv.value().get_int64() >= max_token_ids)
       fail("model.vocab['" + std::string(kv.key()) + "'] is not a token id");
     n = std::max(n, kv.value().get_int64() + 1);
   }
@@ -127,7 +133,7 @@ void reader::read_added(const json::object& root) {
     const json::object* o = a.if_object();
     const json::value* id = o ? o->if_contains("id") : nullptr;
     const json::value* content = o ? o->if_contains("content") : nullptr;
-    if (!id || !id->is_int64() || id->get_int64() < 0 || id->get_int64() >= (1 << 24) || !content ||
+    if (!id || !id->is_int64() || id->get_int64() < 0 || id->get_int64() >= max_token_ids || !content ||
         !content->is_string() || content->as_string().empty())
       fail("added_tokens entry " + json::serialize(a) + " needs an id and a content");
     for (const char* k : {"lstrip", "rstrip", "single_word"})

@@ -18,6 +18,20 @@ inline void require(bool ok, const char* what) {
   }
 }
 
+// With TANDEM_FUZZ_VERBOSE set, says what the reader made of an input (to check that seeds
+// get past the first error, or to read a finding's message).
+inline void note(const std::string& what) {
+  static const bool on = std::getenv("TANDEM_FUZZ_VERBOSE") != nullptr;
+  if (on) std::fprintf(stderr, "fuzz: %s\n", what.c_str());
+}
+
+// Reads every byte (ASan reports a read outside what the reader handed out).
+inline void read_all(const void* data, size_t nbytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  volatile unsigned sum = 0;
+  for (size_t i = 0; i < nbytes; ++i) sum = sum + p[i];
+}
+
 // The repository (for fixtures the harnesses load once): TANDEM_SOURCE_ROOT, else where
 // meson configured the build from.
 inline std::filesystem::path source_root() {

@@ -47,6 +47,10 @@ struct server_options {
   // anyway is survived: waiting connections get 503 until some close.
   size_t max_connections = 0;
   size_t header_limit = 64u << 10;  // bytes of request line + headers; more gets 414 / 431
+  // Seconds a request line and headers may take to arrive (from the connection's start, or
+  // from a keep-alive request's first byte); a client slower than that (slowloris) is
+  // disconnected. The body then has 120 s.
+  double header_timeout_s = 30;
 };
 
 // What the runtime source serves beyond its pipeline: the model name clients must send

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/write.hpp>
@@ -29,11 +30,14 @@ constexpr auto linger_timeout = std::chrono::seconds(5);  // discarding a refuse
 constexpr auto reset_poll_interval = std::chrono::milliseconds(100);
 constexpr std::string_view continue_probe = "HTTP/1.1 100 Continue\r\n\r\n";
 
-// A request line longer than the header limit leaves no line break in what was read.
-bool request_line_incomplete(const beast::flat_buffer& b) {
+// A request line longer than the header limit: the parser never got a target, and what was
+// read holds no line break. (Beast consumes the request line and whole fields as it parses
+// them, so one long header field also leaves no line break in the buffer: the target tells
+// them apart.)
+bool request_line_incomplete(const beast::flat_buffer& b, const bhttp::request<bhttp::string_body>& req) {
   const auto data = b.data();
   const std::string_view head(static_cast<const char*>(data.data()), data.size());
-  return head.find("\r\n") == std::string_view::npos;
+  return req.target().empty() && head.find("\r\n") == std::string_view::npos;
 }
 
 }  // namespace
@@ -54,9 +58,37 @@ void http_session::do_read() {
   parser_.emplace();
   parser_->body_limit(ctx_.opt.body_limit);
   parser_->header_limit(static_cast<uint32_t>(std::min<size_t>(ctx_.opt.header_limit, UINT32_MAX)));
-  stream_.expires_after(over_limit_ ? refused_read_timeout : idle_timeout);
-  bhttp::async_read(stream_, buffer_, *parser_,
-                    [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+  if (std::exchange(first_request_, false) || over_limit_ || buffer_.size() > 0) {
+    read_request();  // a new connection, or pipelined bytes already here: the clock runs now
+    return;
+  }
+  // An idle keep-alive connection: wait for the next request's first bytes.
+  stream_.expires_after(idle_timeout);
+  stream_.async_read_some(buffer_.prepare(16u << 10), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    if (ec) {
+      self->on_read(ec);
+      return;
+    }
+    self->buffer_.commit(n);
+    self->read_request();
+  });
+}
+
+// The request line and headers within the header timeout, then the body within the idle
+// timeout (a refused session's request: a few seconds for both).
+void http_session::read_request() {
+  using duration = std::chrono::steady_clock::duration;
+  const auto header_timeout = std::chrono::duration_cast<duration>(std::chrono::duration<double>(ctx_.opt.header_timeout_s));
+  stream_.expires_after(over_limit_ ? duration(refused_read_timeout) : header_timeout);
+  bhttp::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    if (ec || self->parser_->is_done()) {
+      self->on_read(ec);
+      return;
+    }
+    self->stream_.expires_after(self->over_limit_ ? duration(refused_read_timeout) : duration(idle_timeout));
+    bhttp::async_read(self->stream_, self->buffer_, *self->parser_,
+                      [self](beast::error_code ec, size_t) { self->on_read(ec); });
+  });
 }
 
 void http_session::on_read(beast::error_code ec) {
@@ -95,7 +127,7 @@ void http_session::refuse(beast::error_code ec) {
   if (ec == bhttp::error::body_limit) {
     status = 413;
     why = fmt::format("the request body exceeds the limit of {} bytes", ctx_.opt.body_limit);
-  } else if (ec == bhttp::error::header_limit && request_line_incomplete(buffer_)) {
+  } else if (ec == bhttp::error::header_limit && request_line_incomplete(buffer_, parser_->get())) {
     status = 414;
     why = fmt::format("the request line (method and URL) exceeds the limit of {} bytes", ctx_.opt.header_limit);
   } else if (ec == bhttp::error::header_limit) {

@@ -16,6 +16,10 @@
 //   streams, else an interim "100 Continue" (which HTTP/1.1 clients must accept) — and
 //   then polls the socket: a peer that is really gone answers the probe with a reset.
 // - A session created over server_options::max_connections answers 503 and closes.
+// - Slow clients (slowloris): the request line and headers must arrive within
+//   server_options::header_timeout_s, counted from the connection's start for its first
+//   request and from the first byte for a keep-alive one (an idle keep-alive connection
+//   waits up to 120 s); past it the connection is closed.
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
@@ -44,6 +48,7 @@ class http_session : public std::enable_shared_from_this<http_session>, public r
 
  private:
   void do_read();
+  void read_request();
   void on_read(boost::beast::error_code ec);
   void refuse(boost::beast::error_code ec);
   void handle();
@@ -83,6 +88,7 @@ class http_session : public std::enable_shared_from_this<http_session>, public r
   bool probed_ = false;           // bytes written since input ended (a gone peer resets)
   bool responded_ = false;        // this exchange's response has started
   bool linger_ = false;           // after the last write: drain the input, then close
+  bool first_request_ = true;     // the header timeout counts from the connection's start
   std::optional<boost::asio::steady_timer> poll_timer_;
   std::string drain_buffer_;
 };

@@ -120,7 +120,7 @@ void server_metrics::count_finished(std::string_view reason) {
   ++it->second;
 }
 
-std::string server_metrics::render(const std::string& model, const source_stats& st) const {
+std::string server_metrics::render(const std::string& model, const source_stats& st, const http_gauges& http) const {
   const std::string lab = fmt::format("model_name=\"{}\"", escape_label(model));
   std::string out;
   header(out, "tandem:num_requests_running", "gauge", "Requests in the engine's running batch.");
@@ -160,6 +160,13 @@ std::string server_metrics::render(const std::string& model, const source_stats&
          "Time from submission to first scheduling by class (warm | cold).");
   for (const auto& [c, h] : class_queue_)
     h.render(out, "tandem:class_request_queue_time_seconds", fmt::format("{},class=\"{}\"", lab, c));
+  // The HTTP layer's own state: after every client is done both return to 0 (the scrape's
+  // own connection aside), so a leaked session or engine request shows here.
+  header(out, "tandem:http_connections_open", "gauge", "Open HTTP connections.");
+  out += fmt::format("tandem:http_connections_open {}\n", http.connections);
+  header(out, "tandem:http_requests_in_flight", "gauge",
+         "Engine requests submitted for HTTP requests and not yet finished (--max-pending bounds them).");
+  out += fmt::format("tandem:http_requests_in_flight {}\n", http.in_flight);
   header(out, "tandem:http_requests_total", "counter", "HTTP responses by status.");
   for (const auto& [s, n] : http_) out += fmt::format("tandem:http_requests_total{{status=\"{}\"}} {}\n", s, n);
   return out;

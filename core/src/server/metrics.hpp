@@ -27,6 +27,12 @@ class histogram {
   uint64_t count_ = 0;
 };
 
+// What the HTTP layer holds right now (server_context), for the leak gauges.
+struct http_gauges {
+  size_t connections = 0;  // open connections (http_sessions)
+  size_t in_flight = 0;    // engine requests submitted by HTTP requests and not yet finished
+};
+
 class server_metrics {
  public:
   server_metrics();
@@ -43,7 +49,7 @@ class server_metrics {
   void count_finished(std::string_view reason);
   void count_http(int status);
 
-  std::string render(const std::string& model, const source_stats& st) const;
+  std::string render(const std::string& model, const source_stats& st, const http_gauges& http) const;
 
  private:
   mutable std::mutex mu_;

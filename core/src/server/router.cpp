@@ -112,7 +112,8 @@ reply router::models() const {
 reply router::metrics() const {
   const bool ready = ctx_.source->state() == source_state::ready;
   const std::string model = ready ? ctx_.source->model_name() : std::string();
-  return {200, ctx_.metrics.render(model, ready ? ctx_.source->stats() : source_stats{}),
+  return {200, ctx_.metrics.render(model, ready ? ctx_.source->stats() : source_stats{},
+                                   {ctx_.connections.load(), ctx_.in_flight.load()}),
           "text/plain; version=0.0.4; charset=utf-8"};
 }
 
