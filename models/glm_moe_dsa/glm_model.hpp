@@ -18,6 +18,7 @@
 // (expert_parallel == ranks: each rank runs its experts' share for every token). o_proj and
 // the MLP outputs are partial sums that one all-reduce each completes.
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <set>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "common/tp_vocab.hpp"
 #include "glm_config.hpp"
 #include "tandem/backend.hpp"
+#include "tandem/exl3_tensor.hpp"
 #include "tandem/model.hpp"
 #include "tandem/weight_format.hpp"
 
@@ -134,6 +136,7 @@ class glm_model final : public model {
   tp_group tp_;
   glm_share share_;
   shard_store shards_;   // the weight slices this rank loaded
+  std::deque<exl3_tensor> exl3_views_;  // EXL3 linears trimmed to their unpadded shape
   vocab_gather vocab_;
   model_info info_;
   std::unique_ptr<linear_weight> embed_, head_;
