@@ -129,10 +129,7 @@ void save_progress(const fs::path& dir, const json::object& settings, int done, 
   fs::rename(dir / (std::string(progress_name) + ".tmp"), dir / progress_name);
 }
 
-void finish_progress(const fs::path& dir) {
-  fs::remove(dir / progress_name);
-  fs::remove(dir / state_name);
-}
+namespace {
 
 void write_index(const fs::path& dir, int n_shards) {
   json::object weight_map;
@@ -161,6 +158,22 @@ json::object quantization_config(const exl3_request& r, const json::object& sett
                       {"calibration", json::object{{"rows", r.calibration.empty() ? 0 : r.rows},
                                                    {"cols", r.calibration.empty() ? 0 : r.cols}}},
                       {"out_scales", settings.at("out_scales")}, {"codebook", std::string(exl3::name(r.cb))}};
+}
+
+}  // namespace
+
+void finish_run(const exl3_request& r, const json::object& settings, const run_state& st, int n_shards,
+                json::object config, exl3_report& rep) {
+  write_index(r.out_dir, n_shards);
+  rep.bits_per_weight = st.bits_den > 0 ? st.bits_num / st.bits_den : 0;
+  json::object qc = quantization_config(r, settings, rep.bits_per_weight);
+  config["quantization_config"] = qc;
+  write_json(r.out_dir / "config.json", config);
+  qc["tensor_storage"] = st.storage;
+  write_json(r.out_dir / "quantization_config.json", qc);
+  for (const auto& kv : st.proxy) rep.proxy_error[kv.key()] = kv.value().to_number<double>();
+  fs::remove(r.out_dir / progress_name);
+  fs::remove(r.out_dir / state_name);
 }
 
 std::string add_head(run_state& st, safetensors_file& shard, const std::vector<float>& head, int64_t vocab, int d,

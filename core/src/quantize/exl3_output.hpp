@@ -66,16 +66,13 @@ int resume_progress(const std::filesystem::path& dir, const boost::json::object&
 // Records `done` finished layers (and `cal`, when given) after a layer's shard is written.
 void save_progress(const std::filesystem::path& dir, const boost::json::object& settings, int done,
                    const run_state& st, const calibration_state* cal);
-// Removes the progress files once the run is complete.
-void finish_progress(const std::filesystem::path& dir);
-
-// model.safetensors.index.json over shards 1..n_shards.
-void write_index(const std::filesystem::path& dir, int n_shards);
-
-// quantization_config (config.json's) for the run: quant_method exl3, bits = the layers'
-// bits per weight, head_bits, calibration, out_scales, codebook.
-boost::json::object quantization_config(const exl3_request& r, const boost::json::object& settings,
-                                        double bits_per_weight);
+// The last files of a run, once its shards 1..n_shards are written (and the tokenizer
+// files): model.safetensors.index.json, config.json (`config` plus quantization_config:
+// quant_method exl3, bits = the layers' bits per weight, head_bits, calibration, out_scales,
+// codebook) and quantization_config.json (with tensor_storage). Fills rep.bits_per_weight
+// and rep.proxy_error, then removes the progress files.
+void finish_run(const exl3_request& r, const boost::json::object& settings, const run_state& st, int n_shards,
+                boost::json::object config, exl3_report& rep);
 
 // The LM head into `shard`: fp16 (no tensor when tied: the embedding stays the head) at
 // head_bits 16, else quantized at head_bits from `head` ([vocab][d], the embedding when

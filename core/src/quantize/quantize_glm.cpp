@@ -214,19 +214,11 @@ exl3_report quantize_glm_exl3(const weight_format& wf, const std::string& source
   bar.tick("lm_head");
   last.write(r.out_dir / shard_name(n_shards, n_shards));
 
-  write_index(r.out_dir, n_shards);
-  rep.bits_per_weight = st.bits_den > 0 ? st.bits_num / st.bits_den : 0;
-  json::object qc = quantization_config(r, settings, rep.bits_per_weight);
+  copy_side_files(fs::path(*config_path).parent_path(), r.out_dir);
   json::object config = json::parse(*config_text).as_object();
   // A quantized head from a tied embedding is a separate lm_head tensor the model must read.
   if (tied && r.head_bits != 16) config["tie_word_embeddings"] = false;
-  config["quantization_config"] = qc;
-  write_json(r.out_dir / "config.json", config);
-  qc["tensor_storage"] = st.storage;
-  write_json(r.out_dir / "quantization_config.json", qc);
-  copy_side_files(fs::path(*config_path).parent_path(), r.out_dir);
-  for (const auto& kv : st.proxy) rep.proxy_error[kv.key()] = kv.value().to_number<double>();
-  finish_progress(r.out_dir);
+  finish_run(r, settings, st, n_shards, std::move(config), rep);
   return rep;
 }
 

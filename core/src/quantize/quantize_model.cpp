@@ -108,20 +108,11 @@ exl3_report quantize_exl3(const weight_format& wf, const std::string& source, co
   bar.tick("lm_head");
   last.write(r.out_dir / shard_name(n_shards, n_shards));
 
-  // Index, configs, tokenizer.
-  write_index(r.out_dir, n_shards);
-  rep.bits_per_weight = st.bits_den > 0 ? st.bits_num / st.bits_den : 0;
-  json::object qc = quantization_config(r, settings, rep.bits_per_weight);
-  json::object config = llama_config(meta, hp, true);  // §2.2: forced true when the key exists
-  config["quantization_config"] = qc;
-  write_json(r.out_dir / "config.json", config);
-  qc["tensor_storage"] = st.storage;
-  write_json(r.out_dir / "quantization_config.json", qc);
+  // Tokenizer, index, configs.
   write_json(r.out_dir / "tokenizer.json", tokenizer_json(meta));
   write_json(r.out_dir / "tokenizer_config.json", tokenizer_config(meta, hp.context));
   write_json(r.out_dir / "generation_config.json", generation_config(meta));
-  for (const auto& kv : st.proxy) rep.proxy_error[kv.key()] = kv.value().to_number<double>();
-  finish_progress(r.out_dir);
+  finish_run(r, settings, st, n_shards, llama_config(meta, hp, true), rep);  // §2.2: tie forced true when the key exists
   return rep;
 }
 
