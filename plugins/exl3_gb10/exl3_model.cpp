@@ -212,7 +212,7 @@ void exl3_model::add_quantized(const std::string& key, const std::string& out_na
 }
 
 void exl3_model::add_plain(const st::tensor_entry& t, const std::string& out_name) {
-  if (ends_with(t.name, "_proj.bias"))
+  if (!hf_names_ && ends_with(t.name, "_proj.bias"))
     throw model_error(t.name, "is the bias of an unquantized linear, which the llama engine does not take");
   const auto type = st::tandem_dtype(t.type);
   if (!type) {
