@@ -1,5 +1,5 @@
-// `tandem quantize --to exl3 --bits K --out DIR MODEL`: a llama GGUF to an EXL3 directory
-// (see core/src/quantize/quantize_model.hpp). Progress goes to stderr, the summary to stdout.
+// `tandem quantize --to exl3 --bits K --out DIR MODEL`: a llama GGUF, or a glm_moe_dsa Hugging
+// Face directory, to an EXL3 directory (see core/src/quantize/quantize_model.hpp). Progress goes to stderr, the summary to stdout.
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -21,7 +21,8 @@ int run_quantize(const args& a) {
   std::string to, model, codebook = "mul1", scales = "always", calib, out;
   quantize::exl3_request r;
   po::options_description desc("tandem quantize --to exl3 --bits K --out DIR MODEL [options]\n\n"
-                               "Quantizes a llama GGUF to an exllamav3 (EXL3) directory on the CPU.\nOptions");
+                               "Quantizes a llama GGUF, or a glm_moe_dsa Hugging Face directory, to an\n"
+                               "exllamav3 (EXL3) directory on the CPU.\nOptions");
   desc.add_options()("help,h", "this help")
       ("to", po::value(&to)->required(), "target format: exl3")
       ("bits", po::value(&r.bits)->required(), "bits per weight of the layers' linears, 1..8")
@@ -35,7 +36,7 @@ int run_quantize(const args& a) {
       ("device", po::value(&r.device)->default_value(r.device), "tile coder: cpu | cuda | auto (cuda when a GPU is present)")
       ("no-progress", "no progress bar")
       ("out", po::value(&out)->required(), "output directory (new or empty, or a run to resume)")
-      ("model", po::value(&model)->required(), "a GGUF file, or a manifest name (pulled if needed)");
+      ("model", po::value(&model)->required(), "a GGUF file, a Hugging Face model directory (glm_moe_dsa), or a manifest name (pulled if needed)");
   po::positional_options_description pos;
   pos.add("model", 1);
   po::variables_map vm;
@@ -68,9 +69,11 @@ int run_quantize(const args& a) {
     const auto path = resolve_model(model, true, [](std::string_view s) { std::cerr << s << "\n"; });
     plugin_host host(plugin_host::default_search_path());
     config cfg;
-    for (const config_key& k : host.find("weights.gguf").keys())
+    // A directory is a Hugging Face model (read as its safetensors); a file is a GGUF.
+    const char* reader = std::filesystem::is_directory(path) ? "weights.safetensors" : "weights.gguf";
+    for (const config_key& k : host.find(reader).keys())
       if (k.default_value) cfg.set(k.key, *parse_config_value(k.type, k.default_value));
-    auto wf = host.create<weight_format>("weights.gguf", cfg);
+    auto wf = host.create<weight_format>(reader, cfg);
     wf->open(path);
     const auto rep = quantize::quantize_exl3(*wf, path.string(), r);
     if (rep.layers_skipped) std::cout << "resumed after " << rep.layers_skipped << " finished layers\n";

@@ -23,7 +23,7 @@ const command commands[] = {
     {"inspect", tandem::cli::run_inspect, "print a model file's metadata and tensor table"},
     {"pull", tandem::cli::run_pull, "fetch and verify a model named by a manifest"},
     {"serve", tandem::cli::run_serve, "serve the OpenAI-compatible HTTP API"},
-    {"quantize", tandem::cli::run_quantize, "quantize a llama GGUF to EXL3 (exllamav3) on the CPU"},
+    {"quantize", tandem::cli::run_quantize, "quantize a llama GGUF or a glm_moe_dsa HF directory to EXL3 (exllamav3) on the CPU"},
     {"worker", tandem::cli::run_worker, "run one rank (1 or more) of a pipeline with topology.ranks > 1"},
 };
 

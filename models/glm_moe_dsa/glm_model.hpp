@@ -22,6 +22,7 @@
 // with a "shared" DSA layer, pass from stage to stage; the last stage (rank 0) computes the
 // logits and holds the MTP layers.
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <set>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "common/tp_vocab.hpp"
 #include "glm_config.hpp"
 #include "tandem/backend.hpp"
+#include "tandem/exl3_tensor.hpp"
 #include "tandem/model.hpp"
 #include "tandem/weight_format.hpp"
 
@@ -145,6 +147,7 @@ class glm_model final : public model {
   tp_group tp_;
   glm_share share_;
   shard_store shards_;   // the weight slices this rank loaded
+  std::deque<exl3_tensor> exl3_views_;  // EXL3 linears trimmed to their unpadded shape
   vocab_gather vocab_;
   model_info info_;
   std::unique_ptr<linear_weight> embed_, head_;

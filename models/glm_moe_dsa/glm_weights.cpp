@@ -3,12 +3,16 @@
 // checkpoints store them) or fused (mlp.experts.gate_up_proj {E, 2F, H} and down_proj
 // {E, H, F}, as transformers 5 holds them); a fused tensor is cut into per-expert views.
 // Across ranks, each split tensor goes through out_share / in_share (glm_tp.cpp).
+// From weights.exl3 (exllamav3's layout): every linear may be an EXL3 tensor stored padded
+// to multiples of 128, trimmed here to the shape the config gives; kv_b_proj, norms and the
+// router's correction bias must be plain (exllamav3 never quantizes them).
 #include <algorithm>
 #include <deque>
 #include <string>
 
 #include "glm_model.hpp"
 #include "tandem/error.hpp"
+#include "tandem/exl3_tensor.hpp"
 
 namespace tandem::glm {
 namespace {
@@ -21,26 +25,55 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 class loader {
  public:
-  loader(backend& be, const weight_format& w, const glm_config& c) : be_(be), w_(w), c_(c) {}
+  loader(backend& be, const weight_format& w, const glm_config& c, std::deque<exl3_tensor>& descriptors)
+      : be_(be), w_(w), c_(c), descriptors_(descriptors) {}
 
-  const tensor_info& get(const std::string& name, std::vector<int64_t> shape) const {
+  const tensor_info& get(const std::string& name, std::vector<int64_t> shape) {
     const tensor_info* t = w_.find(name);
     if (!t) throw model_error(c_.file, "tensor " + name + " is missing");
+    if (t->type == dtype::exl3 && t->shape != shape) return trimmed(*t, shape);
     if (t->shape != shape)
       throw model_error(c_.file, "tensor " + name + " has shape " + shape_str(t->shape) + ", expected " +
                                      shape_str(shape));
     return *t;
   }
-  std::unique_ptr<linear_weight> linear(const std::string& name, int64_t out, int64_t in) const {
+  // An EXL3 linear stored padded to multiples of 128 (k x n) as the {out, in} linear the
+  // model expects: exllamav3 pads the input with zeros and drops the extra outputs.
+  const tensor_info& trimmed(const tensor_info& t, const std::vector<int64_t>& shape) {
+    const exl3_tensor* e = exl3_tensor::of(t.type, t.data, t.nbytes);
+    auto padded = [](int64_t v) { return (v + 127) / 128 * 128; };
+    if (e == nullptr || shape.size() != 2 || e->in_features != e->k || e->out_features != e->n ||
+        padded(shape[1]) != e->k || padded(shape[0]) != e->n)
+      throw model_error(c_.file, "EXL3 tensor " + t.name + " has shape " + shape_str(t.shape) + ", expected " +
+                                     shape_str(shape) + " (padded to multiples of 128)");
+    exl3_tensor d = *e;
+    d.out_features = shape[0];
+    d.in_features = shape[1];
+    descriptors_.push_back(d);
+    tensor_info v = t;
+    v.shape = shape;
+    v.data = &descriptors_.back();
+    slices_.push_back(std::move(v));
+    return slices_.back();
+  }
+  // A plain tensor the model reads as numbers (exllamav3 keeps these unquantized).
+  const tensor_info& plain(const std::string& name, std::vector<int64_t> shape) {
+    const tensor_info& t = get(name, std::move(shape));
+    if (t.type == dtype::exl3)
+      throw model_error(c_.file, "tensor " + name + " is EXL3-quantized; it must be stored unquantized (exllamav3 "
+                                 "keeps it fp16)");
+    return t;
+  }
+  std::unique_ptr<linear_weight> linear(const std::string& name, int64_t out, int64_t in) {
     return be_.load_linear(get(name, {out, in}));
   }
-  std::unique_ptr<linear_weight> group(const std::vector<std::pair<std::string, int64_t>>& parts, int64_t in) const {
+  std::unique_ptr<linear_weight> group(const std::vector<std::pair<std::string, int64_t>>& parts, int64_t in) {
     std::vector<const tensor_info*> infos;
     for (const auto& [name, out] : parts) infos.push_back(&get(name, {out, in}));
     return be_.load_linear_group(infos);
   }
-  std::unique_ptr<device_buffer> vec(const std::string& name, int64_t n) const {
-    return be_.load_tensor(get(name, {n}), dtype::f32);
+  std::unique_ptr<device_buffer> vec(const std::string& name, int64_t n) {
+    return be_.load_tensor(plain(name, {n}), dtype::f32);
   }
   // Expert e's {rows, cols} matrix at row offset `row0` of a fused {E, R, cols} tensor.
   const tensor_info* slice(const tensor_info& fused, int e, int64_t row0, int64_t rows) {
@@ -64,12 +97,13 @@ class loader {
   const weight_format& w_;
   const glm_config& c_;
   std::deque<tensor_info> slices_;  // stable addresses while the experts load
+  std::deque<exl3_tensor>& descriptors_;  // trimmed EXL3 views, alive as long as the model
 };
 
 }  // namespace
 
 void glm_model::load_weights(const weight_format& w, bool dsa) {
-  loader ld(be_, w, cfg_);
+  loader ld(be_, w, cfg_, exl3_views_);
   const glm_config& c = cfg_;
   // Across pipeline stages the first holds the embedding, the last the norm and the head.
   const pp_stage& pp = tp_.pp;
@@ -112,7 +146,7 @@ void glm_model::load_weights(const weight_format& w, bool dsa) {
 }
 
 void glm_model::load_layer(const weight_format& w, glm_layer& L, int l, bool own_indexer, bool sparse, int& slot) {
-  loader ld(be_, w, cfg_);
+  loader ld(be_, w, cfg_, exl3_views_);
   const glm_config& c = cfg_;
   const int64_t H = c.n_heads;
   // [gate | up] of this rank's FFN part, grouped, and its down.
@@ -136,7 +170,7 @@ void glm_model::load_layer(const weight_format& w, glm_layer& L, int l, bool own
     const part heads = share_.heads;  // this rank's MLA heads
     L.q_b = be_.load_linear(
         out_share(ld.get(a + "q_b_proj.weight", {H * c.qk_head_dims(), c.q_lora_rank}), heads, c.qk_head_dims()));
-    L.kv_b = be_.load_mla(out_share(ld.get(a + "kv_b_proj.weight", {H * (c.qk_nope + c.v_dims), c.kv_lora_rank}),
+    L.kv_b = be_.load_mla(out_share(ld.plain(a + "kv_b_proj.weight", {H * (c.qk_nope + c.v_dims), c.kv_lora_rank}),
                                     heads, c.qk_nope + c.v_dims),
                           static_cast<int>(heads.count), c.qk_nope, c.v_dims);
     L.o_proj = be_.load_linear(in_share(ld.get(a + "o_proj.weight", {c.hidden, H * c.v_dims}), heads, c.v_dims));

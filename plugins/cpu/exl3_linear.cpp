@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu_weights.hpp"
@@ -51,18 +52,10 @@ class exl3_exact_linear final : public linear_weight {
 std::unique_ptr<linear_weight> load_exl3_linear(const tensor_info& w, exl3_mode mode, thread_pool& pool) {
   const exl3_tensor& e = descriptor(w);
   if (mode == exl3_mode::exact || e.bias != nullptr) return std::make_unique<exl3_exact_linear>(e);
-  const exl3::exl3_matrix m = to_matrix(e);
-  std::vector<float> W(static_cast<size_t>(m.k * m.n));  // [k][n], original basis
-  pool.parallel_for(m.k / 128, [&](int64_t b) {
-    exl3::reconstruct_f32_rows(m, b * 128, b * 128 + 128, W.data() + b * 128 * m.n);
-  });
   const int64_t out = e.out_features, in = e.in_features;
   auto buf = std::make_unique<host_buffer>(static_cast<size_t>(out * in) * sizeof(float));
   auto* wt = static_cast<float*>(buf->data());  // cpu_linear rows: [out][in]
-  pool.parallel_for(out, [&](int64_t o) {
-    const int64_t col = e.out_perm ? e.out_perm[o] : o;
-    for (int64_t i = 0; i < in; ++i) wt[o * in + i] = W[i * m.n + col];
-  });
+  exl3::unpadded_rows_f32(e, wt, [&](int64_t n, auto fn) { pool.parallel_for(n, std::move(fn)); });
   return std::make_unique<cpu_linear>(dtype::f32, wt, out, in, std::move(buf));
 }
 

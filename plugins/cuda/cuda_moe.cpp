@@ -6,12 +6,15 @@
 // moe_experts, f16 experts: moe_forward with the GEMV kernels up to moe_gemv_max_tokens (8)
 // tokens (f32 activations: backend.cpu's result up to summation order), the tensor-core
 // grouped GEMM above (x and h rounded to f16, f32 accumulation: ~5e-4 relative). EXL3
-// experts: exl3_moe_forward (the fat-expert kernel; fp16 roundings as exl3_gemv's). Ids
+// experts: exl3_moe_forward (the fat-expert kernel; fp16 roundings as exl3_gemv's); EXL3
+// experts the kernel cannot take (padded, biased, permuted, mixed K) are decoded at load and
+// run as f16 experts. Ids
 // outside [0, n_experts) contribute nothing (they are device data: backend.cpu's error for
 // them would need a read back).
 #include "cuda_moe.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -22,6 +25,7 @@
 #include "tandem/error.hpp"
 #include "tandem/exl3_tensor.hpp"
 #include "tandem/weight_format.hpp"
+#include "tandem_exl3/descriptor.hpp"
 
 namespace tandem::cuda {
 
@@ -166,6 +170,30 @@ moe_args check_moe(const expert_weights& w, const tensor_view& x, const tensor_v
 
 }  // namespace
 
+namespace {
+
+// Whether the fat-expert kernel takes these EXL3 experts as stored: unpadded (in = k, out =
+// n), no bias, the identity output order, one K and codebook for all. Shapes and types are
+// checked by load_experts itself.
+bool fits_exl3_moe(std::span<const tensor_info* const> gate, std::span<const tensor_info* const> up,
+                   std::span<const tensor_info* const> down) {
+  const exl3_tensor* first = gate[0] ? exl3_tensor::of(gate[0]->type, gate[0]->data, gate[0]->nbytes) : nullptr;
+  for (auto list : {gate, up, down})
+    for (const tensor_info* t : list) {
+      const exl3_tensor* d = t ? exl3_tensor::of(t->type, t->data, t->nbytes) : nullptr;
+      if (d == nullptr || first == nullptr) return true;  // load_experts reports it
+      if (d->k != d->in_features || d->n != d->out_features || d->bias != nullptr || d->bits != first->bits ||
+          d->codebook != first->codebook)
+        return false;
+      if (d->out_perm != nullptr)
+        for (int64_t i = 0; i < d->out_features; ++i)
+          if (d->out_perm[i] != i) return false;
+    }
+  return true;
+}
+
+}  // namespace
+
 std::unique_ptr<expert_weights> cuda_backend::load_experts(std::span<const tensor_info* const> gate,
                                                            std::span<const tensor_info* const> up,
                                                            std::span<const tensor_info* const> down) {
@@ -203,28 +231,34 @@ std::unique_ptr<expert_weights> cuda_backend::load_experts(std::span<const tenso
     check_shape(down[e], "down", e, hidden, ffn);
   }
 
+  if (exl3 && !fits_exl3_moe(gate, up, down)) {
+    // Padded experts (hidden or ffn not a multiple of 128, as in tiny test models), biases or
+    // permuted outputs: the fat-expert kernel cannot take them, so W is decoded on the host
+    // (exl3::unpadded_rows_f32, as backend.cpu's reconstruct) and the experts load as f16.
+    std::vector<std::vector<float>> decoded;
+    std::deque<tensor_info> infos;
+    std::vector<const tensor_info*> g, u, d;
+    for (size_t e = 0; e < gate.size(); ++e)
+      for (auto [t, list] : {std::pair{gate[e], &g}, std::pair{up[e], &u}, std::pair{down[e], &d}}) {
+        const exl3_tensor& x = exl3::checked_descriptor(*t, "backend.cuda load_experts");
+        decoded.emplace_back(static_cast<size_t>(x.out_features * x.in_features));
+        exl3::unpadded_rows_f32(x, decoded.back().data(), [](int64_t n, const auto& fn) {
+          for (int64_t i = 0; i < n; ++i) fn(i);
+        });
+        infos.push_back({t->name, dtype::f32, t->shape, decoded.back().data(), decoded.back().size() * 4});
+        list->push_back(&infos.back());
+      }
+    return load_experts(g, u, d);
+  }
   if (exl3) {
-    // The fat-expert kernel: unpadded shapes (in = k, out = n, multiples of 128), no bias, the
-    // identity output order, one K and codebook for all.
+    // The fat-expert kernel (fits_exl3_moe holds).
     if (E > exl3::cuda::exl3_moe_max_experts)
       bad(op, std::to_string(E) + " EXL3 experts (at most " + std::to_string(exl3::cuda::exl3_moe_max_experts) + ")");
     const exl3_tensor* first = exl3_tensor::of(gate[0]->type, gate[0]->data, gate[0]->nbytes);
     if (first == nullptr) bad(op, "gate[0] '" + gate[0]->name + "' has no exl3_tensor descriptor");
-    auto check_exl3 = [&](const tensor_info* t) {
-      const exl3_tensor* d = exl3_tensor::of(t->type, t->data, t->nbytes);
-      if (d == nullptr) bad(op, "'" + t->name + "' has no exl3_tensor descriptor");
-      if (d->k != d->in_features || d->n != d->out_features)
-        bad(op, "EXL3 expert '" + t->name + "' is padded (" + std::to_string(d->in_features) + " x " +
-                    std::to_string(d->out_features) + " in " + std::to_string(d->k) + " x " + std::to_string(d->n) +
-                    "); the EXL3 MoE kernel needs hidden and ffn multiples of 128");
-      if (d->bias != nullptr) bad(op, "EXL3 expert '" + t->name + "' has a bias (not supported by the MoE kernel)");
-      if (d->out_perm != nullptr)
-        for (int64_t i = 0; i < d->out_features; ++i)
-          if (d->out_perm[i] != i) bad(op, "EXL3 expert '" + t->name + "' permutes its outputs (not supported)");
-      if (d->bits != first->bits || d->codebook != first->codebook)
-        bad(op, "EXL3 expert '" + t->name + "' has K " + std::to_string(d->bits) + " / codebook " +
-                    std::to_string(d->codebook) + ", gate[0] K " + std::to_string(first->bits) + " / codebook " +
-                    std::to_string(first->codebook) + " (the MoE kernel takes one for all experts)");
+    auto check_exl3 = [&](const tensor_info* t) {  // the rest: fits_exl3_moe above
+      if (exl3_tensor::of(t->type, t->data, t->nbytes) == nullptr)
+        bad(op, "'" + t->name + "' has no exl3_tensor descriptor");
     };
     std::vector<std::unique_ptr<cuda_exl3_linear>> lin;
     std::vector<exl3::cuda::dev_exl3> g, u, d;

@@ -58,8 +58,13 @@ std::string gguf_name(const std::string& hf_name) {
 }
 
 exl3_model::exl3_model(const std::filesystem::path& dir) : dir_(dir) {
-  cfg_ = read_llama_config(dir, meta_);
-  read_hf_tokenizer(dir, cfg_, meta_);
+  hf_names_ = model_type(read_json(dir / "config.json"), dir) != "llama";
+  if (hf_names_) {
+    read_hf_names_config(dir, meta_);
+  } else {
+    cfg_ = read_llama_config(dir, meta_);
+    read_hf_tokenizer(dir, cfg_, meta_);
+  }
   files_.emplace(dir);
   std::set<std::string> quantized;
   for (const st::tensor_entry* t : files_->tensors())
@@ -78,10 +83,10 @@ exl3_model::exl3_model(const std::filesystem::path& dir) : dir_(dir) {
   for (const st::tensor_entry* t : files_->tensors()) {
     if (ends_with(t->name, ".trellis")) {
       const std::string key = t->name.substr(0, t->name.size() - 8);
-      const std::string g = gguf_name(key);
+      const std::string g = hf_names_ ? "" : gguf_name(key);
       add_quantized(key, g.empty() ? key + ".weight" : g);
     } else if (!companion_of(t->name)) {
-      const std::string g = gguf_name(t->name);
+      const std::string g = hf_names_ ? "" : gguf_name(t->name);
       add_plain(*t, g.empty() ? t->name : g);
     }
   }
@@ -168,7 +173,8 @@ void exl3_model::add_quantized(const std::string& key, const std::string& out_na
                         "; a codebook marker is a 0-d I32");
   }
   d.codebook = mcg ? 1 : mul1 ? 2 : 0;
-  // Unpadded shape: from config.json for the llama linears, else the padded one.
+  // Unpadded shape: from config.json for the llama linears, else the padded one (the model
+  // code of a Hugging Face-named architecture trims it to the shape it expects).
   int64_t out = n, in = k;
   if (auto e = expected_linear(cfg_, out_name)) {
     out = e->first;
@@ -206,11 +212,11 @@ void exl3_model::add_quantized(const std::string& key, const std::string& out_na
 }
 
 void exl3_model::add_plain(const st::tensor_entry& t, const std::string& out_name) {
-  if (ends_with(t.name, "_proj.bias"))
+  if (!hf_names_ && ends_with(t.name, "_proj.bias"))
     throw model_error(t.name, "is the bias of an unquantized linear, which the llama engine does not take");
   const auto type = st::tandem_dtype(t.type);
   if (!type) {
-    if (out_name == t.name) return;  // a tensor tandem does not use, of a type it does not read
+    if (out_name == t.name && !hf_names_) return;  // a tensor the llama engine does not use
     throw model_error(t.name, "has dtype " + std::string(st::dtype_name(t.type)) +
                                   " (plain tensors must be F32, F16 or BF16)");
   }

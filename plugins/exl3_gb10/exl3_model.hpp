@@ -1,8 +1,14 @@
 #pragma once
-// Internal to weights.exl3: an exllamav3 (EXL3) llama directory as tandem sees a GGUF
-// llama model: the same metadata keys and tensor names, with each quantized linear one
-// tensor_info of dtype::exl3 whose data is an exl3_tensor descriptor.
+// Internal to weights.exl3: an exllamav3 (EXL3) model directory. Each quantized linear
+// (`{key}.trellis` with its companions) is one tensor_info `{key}.weight` of dtype::exl3
+// whose data is an exl3_tensor descriptor; other tensors keep their stored dtype.
 //
+// glm_moe_dsa: every tensor keeps its Hugging Face name (routed experts per expert,
+// model.layers.L.mlp.experts.E.{gate,up,down}_proj, as exllamav3 writes them) and the
+// metadata is weights.safetensors' (hf_config.hpp). A quantized linear's shape is its
+// padded one {n, k}; the model trims it to the shape it expects.
+//
+// llama: as tandem sees a GGUF llama model, the same metadata keys and tensor names:
 // Names: model.embed_tokens.weight -> token_embd.weight, model.norm.weight ->
 // output_norm.weight, lm_head -> output.weight, model.layers.N.{input_layernorm,
 // post_attention_layernorm}.weight -> blk.N.{attn_norm,ffn_norm}.weight,
@@ -46,6 +52,7 @@ class exl3_model {
 
   std::filesystem::path dir_;
   std::optional<safetensors::model_files> files_;  // opened after config.json and the tokenizer
+  bool hf_names_ = false;  // Hugging Face names and metadata (not llama's GGUF ones)
   llama_config cfg_;
   model_metadata meta_;
   std::vector<tensor_info> tensors_;

@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 
+#include "hf_model_meta.hpp"
 #include "hf_tokenizer.hpp"
 #include "tandem/error.hpp"
 
@@ -50,19 +51,43 @@ double number_field(const json::object& o, std::string_view key, const std::stri
 
 }  // namespace
 
+std::string model_type(const boost::json::value& config, const std::filesystem::path& dir) {
+  const std::string file = (dir / "config.json").string();
+  const json::value* mt = config.as_object().if_contains("model_type");
+  if (!mt || !mt->is_string()) throw model_error(file, "has no model_type string (the architecture)");
+  const std::string t(mt->as_string());
+  if (t != "llama" && t != "glm_moe_dsa")
+    throw model_error(file, "model_type is \"" + t + "\"; weights.exl3 reads llama and glm_moe_dsa models");
+  return t;
+}
+
+void read_quantization_config(const json::object& o, const std::string& file, model_metadata& meta) {
+  const json::value* qc = o.if_contains("quantization_config");
+  const json::value* qm = qc && qc->is_object() ? qc->as_object().if_contains("quant_method") : nullptr;
+  if (!qm || !qm->is_string() || qm->as_string() != "exl3")
+    throw model_error(file, "quantization_config.quant_method is not \"exl3\"");
+  const json::object& q = qc->as_object();
+  meta.set("exl3.bits", number_field(q, "bits", file, 0.0));
+  meta.set("exl3.head_bits", number_field(q, "head_bits", file, 0.0));
+  if (const json::value* v = q.if_contains("version"); v && v->is_string())
+    meta.set("exl3.version", std::string(v->as_string()));
+}
+
+void read_hf_names_config(const std::filesystem::path& dir, model_metadata& meta) {
+  const std::string file = (dir / "config.json").string();
+  json::value config = read_json(dir / "config.json");
+  json::object& o = config.as_object();
+  read_quantization_config(o, file, meta);
+  // The model reads the architecture's keys; quantization_config is weights.exl3's business.
+  o.erase("quantization_config");
+  hf::read_hf_model_meta(hf::model_dir(dir), o, json::serialize(o), meta);
+}
+
 llama_config read_llama_config(const std::filesystem::path& dir, model_metadata& meta) {
   const std::string file = (dir / "config.json").string();
   llama_config c;
   c.raw = read_json(dir / "config.json");
   const json::object& o = c.raw.as_object();
-  const json::value* mt = o.if_contains("model_type");
-  if (!mt || !mt->is_string() || mt->as_string() != "llama")
-    throw model_error(file, "model_type is " + (mt ? json::serialize(*mt) : std::string("missing")) +
-                                "; weights.exl3 reads llama models");
-  const json::value* qc = o.if_contains("quantization_config");
-  const json::value* qm = qc && qc->is_object() ? qc->as_object().if_contains("quant_method") : nullptr;
-  if (!qm || !qm->is_string() || qm->as_string() != "exl3")
-    throw model_error(file, "quantization_config.quant_method is not \"exl3\"");
   if (const json::value* rs = o.if_contains("rope_scaling"); rs && !rs->is_null() &&
                                                             !(rs->is_object() && rs->as_object().empty()))
     throw model_error(file, "rope_scaling " + json::serialize(*rs) + " is not supported");
@@ -99,11 +124,7 @@ llama_config read_llama_config(const std::filesystem::path& dir, model_metadata&
   meta.set("llama.rope.freq_base", number_field(o, "rope_theta", file, 10000.0));
   meta.set("llama.attention.layer_norm_rms_epsilon", number_field(o, "rms_norm_eps", file, 1e-6));
   meta.set("llama.vocab_size", c.vocab);
-  const json::object& q = qc->as_object();
-  meta.set("exl3.bits", number_field(q, "bits", file, 0.0));
-  meta.set("exl3.head_bits", number_field(q, "head_bits", file, 0.0));
-  if (const json::value* v = q.if_contains("version"); v && v->is_string())
-    meta.set("exl3.version", std::string(v->as_string()));
+  read_quantization_config(o, file, meta);
   return c;
 }
 

@@ -17,7 +17,6 @@ backend.cpu) and `tandem serve --model DIR`, answered through the official opena
 """
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from openai import OpenAI
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tandem_server import Server  # noqa: E402
 
 TANDEM = os.path.abspath(sys.argv[1])
 ROOT = Path(os.environ.get("TANDEM_SOURCE_ROOT", Path(__file__).resolve().parents[2]))
@@ -38,30 +38,11 @@ def tandem(*args, timeout=300):
     return subprocess.run([TANDEM, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-class Server:
-    def __init__(self, model):
-        self.p = subprocess.Popen([TANDEM, "serve", "--model", str(model), "--port", "0"], cwd=ROOT,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.p.stdout.readline()
-        m = re.search(r"serving on (http://\S+)", line)
-        if not m:
-            self.p.kill()
-            raise AssertionError("no server: " + line + self.p.stderr.read())
-        self.url = m.group(1)
-        self.client = OpenAI(base_url=self.url + "/v1", api_key="none")
-        self.model = self.client.models.list().data[0].id
-
-    def close(self):
-        self.p.terminate()
-        self.p.communicate(timeout=60)
-        return self.p.returncode
-
-
 class GlmServing(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.ref = json.loads(REFERENCE.read_text())
-        cls.server = Server(MODEL)
+        cls.server = Server(TANDEM, MODEL, ROOT)
 
     @classmethod
     def tearDownClass(cls):

@@ -1,5 +1,6 @@
 #pragma once
-// `tandem quantize --to exl3`: a llama GGUF to an exllamav3 (EXL3) model directory.
+// `tandem quantize --to exl3`: a llama GGUF, or a glm_moe_dsa Hugging Face directory, to an
+// exllamav3 (EXL3) model directory.
 //
 //   tandem::quantize::exl3_request r;
 //   r.bits = 4; r.out_dir = "out"; r.calibration = "calib.txt";
@@ -59,6 +60,14 @@ struct exl3_report {
 // Throws tandem::error / model_error with a message naming the problem (bad settings,
 // unsupported architecture, missing tensors, unreadable calibration file, a non-empty
 // output directory that holds another run).
+// Dispatches on general.architecture: llama (a GGUF, below) or glm_moe_dsa.
 exl3_report quantize_exl3(const weight_format& wf, const std::string& source, const exl3_request& r);
+
+// quantize_glm.cpp: a glm_moe_dsa Hugging Face directory (weights.safetensors) in exllamav3's
+// layout -- every attention / indexer-query / MLP / expert linear EXL3, routed experts one
+// linear per expert (experts.E.{gate,up,down}_proj, fused source tensors split), kv_b_proj,
+// the router, the indexer's weights_proj and the norms fp16, the correction bias f32, the
+// embedding fp16 and the head per head_bits. No calibration yet (tandem::error if asked).
+exl3_report quantize_glm_exl3(const weight_format& wf, const std::string& source, const exl3_request& r);
 
 }  // namespace tandem::quantize

@@ -43,4 +43,20 @@ inline const exl3_tensor& checked_descriptor(const tensor_info& w, std::string_v
   return *e;
 }
 
+// W of the unpadded linear `e` as f32 rows [out_features][in_features] into `w` (the layout
+// of a plain {out, in} weight; out_perm applied, padding dropped). The trellis is decoded in
+// 128-input-row bands: `for_each_band(count, fn)` calls fn(b) for every b in [0, count), in
+// any order or in parallel (a thread pool's parallel_for, or a plain loop).
+template <class ForEachBand>
+void unpadded_rows_f32(const exl3_tensor& e, float* w, ForEachBand&& for_each_band) {
+  const exl3_matrix m = matrix_of(e);
+  std::vector<float> W(static_cast<size_t>(m.k * m.n));  // [k][n], original basis
+  for_each_band(m.k / 128, [&](int64_t b) { reconstruct_f32_rows(m, b * 128, b * 128 + 128, W.data() + b * 128 * m.n); });
+  const int64_t in = e.in_features;
+  for_each_band(e.out_features, [&](int64_t o) {
+    const int64_t col = e.out_perm ? e.out_perm[o] : o;
+    for (int64_t i = 0; i < in; ++i) w[o * in + i] = W[i * m.n + col];
+  });
+}
+
 }  // namespace tandem::exl3
