@@ -33,35 +33,21 @@ using namespace tandem;
 
 namespace {
 
-tensor_info random_q4_1(std::vector<uint8_t>& bytes, int64_t out, int64_t in, std::mt19937& rng) {
-  bytes.resize(static_cast<size_t>(out * (in / 32) * 20));
+// Random Q4_1 (d = 0.01, m = -0.08) or Q8_0 (d = 0.01) blocks with random quants.
+tensor_info random_blocks(dtype type, std::vector<uint8_t>& bytes, int64_t out, int64_t in, std::mt19937& rng) {
+  const bool q4 = type == dtype::q4_1;
+  const size_t block = q4 ? 20 : 34, head = q4 ? 4 : 2;
+  bytes.resize(static_cast<size_t>(out * (in / 32)) * block);
   std::uniform_int_distribution<int> byte(0, 255);
-  for (size_t i = 0; i < bytes.size(); i += 20) {
-    const uint16_t d = fp32_to_fp16(0.01f), m = fp32_to_fp16(-0.08f);
+  const uint16_t d = fp32_to_fp16(0.01f), m = fp32_to_fp16(-0.08f);
+  for (size_t i = 0; i < bytes.size(); i += block) {
     std::memcpy(&bytes[i], &d, 2);
-    std::memcpy(&bytes[i + 2], &m, 2);
-    for (int j = 4; j < 20; ++j) bytes[i + j] = static_cast<uint8_t>(byte(rng));
+    if (q4) std::memcpy(&bytes[i + 2], &m, 2);
+    for (size_t j = head; j < block; ++j) bytes[i + j] = static_cast<uint8_t>(byte(rng));
   }
   tensor_info t;
-  t.name = "bench.q4_1";
-  t.type = dtype::q4_1;
-  t.shape = {out, in};
-  t.data = bytes.data();
-  t.nbytes = bytes.size();
-  return t;
-}
-
-tensor_info random_q8_0(std::vector<uint8_t>& bytes, int64_t out, int64_t in, std::mt19937& rng) {
-  bytes.resize(static_cast<size_t>(out * (in / 32) * 34));
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (size_t i = 0; i < bytes.size(); i += 34) {
-    const uint16_t d = fp32_to_fp16(0.01f);
-    std::memcpy(&bytes[i], &d, 2);
-    for (int j = 2; j < 34; ++j) bytes[i + j] = static_cast<uint8_t>(byte(rng));
-  }
-  tensor_info t;
-  t.name = "bench.q8_0";
-  t.type = dtype::q8_0;
+  t.name = q4 ? "bench.q4_1" : "bench.q8_0";
+  t.type = type;
   t.shape = {out, in};
   t.data = bytes.data();
   t.nbytes = bytes.size();
@@ -84,8 +70,7 @@ void linear_curve(double copy, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (const shape& sh : shapes) {
     std::vector<uint8_t> host;
-    const tensor_info info = sh.t == dtype::q4_1 ? random_q4_1(host, sh.out, sh.in, rng)
-                                                 : random_q8_0(host, sh.out, sh.in, rng);
+    const tensor_info info = random_blocks(sh.t, host, sh.out, sh.in, rng);
     const double wbytes = static_cast<double>(info.nbytes);
     // Copies past 3x the 60 MB L2, at least 4.
     const int copies = std::max(4, static_cast<int>(180e6 / wbytes) + 1);
@@ -148,8 +133,8 @@ int main() {
 
   const int64_t N = 16384;
   std::vector<uint8_t> host;
-  auto w0 = be.load_linear(random_q4_1(host, N, N, rng));
-  auto w1 = be.load_linear(random_q4_1(host, N, N, rng));
+  auto w0 = be.load_linear(random_blocks(dtype::q4_1, host, N, N, rng));
+  auto w1 = be.load_linear(random_blocks(dtype::q4_1, host, N, N, rng));
   auto x = be.alloc(N * 4), y = be.alloc(N * 4);
   std::vector<float> xh(N, 0.5f);
   be.copy_to_device(x->data(), xh.data(), N * 4);

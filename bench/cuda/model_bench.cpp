@@ -3,11 +3,14 @@
 // and 128 (engine-style steps: plan upload, recorded graph replay up to 64 sequences,
 // eager above; GPU argmax, ids to the host) and one prefill each of 128, 512, 2048 and
 // 8192 tokens. Per-op tables (each op run eagerly and timed alone) for decode at batch 1
-// and 8 and the 512-token prefill. Ceiling of decode: weight bytes per step over copy
-// bandwidth.
+// and 8 and the 512-token prefill. Then decode at 1-32 sequences once more with the linears
+// fused (TANDEM_LLAMA_FUSED_LINEARS=1; TANDEM_BENCH_SKIP_FUSED=1 leaves it out). Ceiling of
+// decode: weight bytes per step over copy bandwidth.
 //
 //   build/bench/cuda/bench_cuda_model
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -92,7 +95,21 @@ llama_hparams smollm2() {
   return hp;
 }
 
-struct decode_result { double tok_s, step_us, gpu_us; };
+struct decode_result {
+  double tok_s, step_us, gpu_us;
+  std::vector<int32_t> ids;   // every greedy id of the run, step by step
+  std::vector<float> logits;  // the last forward's logits rows
+};
+
+// Per-op GPU time of `runs` forwards of plan, run eagerly with every op timed on its own
+// (TANDEM_CUDA_PROFILE's mode): which kernels the step's time is made of.
+void print_per_op(llama_model& m, cuda::cuda_backend& be, const step_plan& plan, int runs, const std::string& what) {
+  be.profiler().reset();
+  be.profiler().enable(true);
+  for (int i = 0; i < runs; ++i) m.forward(plan);
+  be.profiler().enable(false);
+  std::printf("per-op GPU time, %s (each op timed alone):\n%s", what.c_str(), be.profiler().report().c_str());
+}
 
 // `batch` sequences with `prompt` tokens prefilled, then `steps` timed decode steps; the
 // per-op table of one step when `per_op`.
@@ -113,11 +130,13 @@ decode_result decode(llama_model& m, cuda::cuda_backend& be, int batch, int prom
     seqs[s].tokens = {m.sample({sampling_params{}})[0]};
   }
   std::vector<sampling_params> greedy(batch);
+  std::vector<int32_t> all_ids;
   auto step = [&] {
     step_plan plan;
     plan.seqs = seqs;
     m.forward(plan);
     const std::vector<int32_t> ids = m.sample(greedy);
+    all_ids.insert(all_ids.end(), ids.begin(), ids.end());
     for (int s = 0; s < batch; ++s) seqs[s].start_pos += 1, seqs[s].tokens = {ids[s]};
   };
   for (int i = 0; i < 4; ++i) step();  // records the graph, warms up
@@ -130,16 +149,10 @@ decode_result decode(llama_model& m, cuda::cuda_backend& be, int batch, int prom
   plan.seqs = seqs;
   m.forward(plan);
   const double gpu_ms = bench::median_ms(be.stream(), 2, 20, [&] { m.forward(plan); });
-  if (!per_op) return {batch * steps / s, s / steps * 1e6, gpu_ms * 1e3};
-  // Per-op GPU time of the same step, run eagerly with every op timed on its own
-  // (TANDEM_CUDA_PROFILE's mode): which kernels the step's time is made of.
-  be.profiler().reset();
-  be.profiler().enable(true);
-  for (int i = 0; i < 10; ++i) m.forward(plan);
-  be.profiler().enable(false);
-  std::printf("per-op GPU time, batch %d, 10 eager steps (each op timed alone):\n%s", batch,
-              be.profiler().report().c_str());
-  return {batch * steps / s, s / steps * 1e6, gpu_ms * 1e3};
+  const decode_result r{batch * steps / s, s / steps * 1e6, gpu_ms * 1e3, all_ids, m.logits_to_host()};
+  if (!per_op) return r;
+  print_per_op(m, be, plan, 10, "batch " + std::to_string(batch) + ", 10 eager steps");
+  return r;
 }
 
 // One cold prefill of n tokens (median ms); the per-op table of it when `per_op`.
@@ -153,14 +166,7 @@ double prefill(llama_model& m, cuda::cuda_backend& be, int n, bool per_op) {
   s.sample = true;
   plan.seqs.push_back(s);
   const double ms = bench::median_ms(be.stream(), 1, 5, [&] { m.forward(plan); });
-  if (per_op) {
-    be.profiler().reset();
-    be.profiler().enable(true);
-    for (int i = 0; i < 5; ++i) m.forward(plan);
-    be.profiler().enable(false);
-    std::printf("per-op GPU time, prefill %d tokens, 5 eager runs (each op timed alone):\n%s", n,
-                be.profiler().report().c_str());
-  }
+  if (per_op) print_per_op(m, be, plan, 5, "prefill " + std::to_string(n) + " tokens, 5 eager runs");
   return ms;
 }
 
@@ -185,6 +191,16 @@ int main() {
   for (int batch : {2, 4, 8, 16, 32, 64, 128}) curve.push_back({batch, decode(model, be, batch, 128, 64, batch == 8)});
   std::vector<std::pair<int, double>> prefills;
   for (int n : {128, 512, 2048, 8192}) prefills.push_back({n, prefill(model, be, n, n == 512)});
+  // The same model with TANDEM_LLAMA_FUSED_LINEARS=1 (norms and SiLU inside the linears,
+  // residual adds in their epilogues): decode up to 32 sequences, where the q8 GEMV runs.
+  std::vector<std::pair<int, decode_result>> fused_curve;
+  if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_FUSED"); skip == nullptr || std::string(skip) != "1") {
+    setenv("TANDEM_LLAMA_FUSED_LINEARS", "1", 1);
+    llama_model fused(be, w, hp, 64 * 8192 / 16 / 4, 16);
+    unsetenv("TANDEM_LLAMA_FUSED_LINEARS");
+    for (int batch : {1, 2, 4, 8, 16, 32})
+      fused_curve.push_back({batch, decode(fused, be, batch, 128, batch == 1 ? 256 : 64, false)});
+  }
 
   std::printf("weights %.1f MB / %.0f GB/s = %.1f us per step (the floor at any batch up to where compute binds)\n",
               wbytes / 1e6, copy, floor_us);
@@ -194,6 +210,20 @@ int main() {
     std::printf("%-34s %12.0f %12.1f %14.1f %s\n", name.c_str(), r.tok_s, r.step_us, r.gpu_us,
                 recorded_batch_size(batch) > 0 ? "graph" : "eager");
     std::printf("{\"bench\":\"cuda_model_decode\",\"batch\":%d,\"tok_s\":%.0f,\"step_us\":%.1f,\"gpu_us\":%.1f}\n",
+                batch, r.tok_s, r.step_us, r.gpu_us);
+  }
+  for (size_t i = 0; i < fused_curve.size(); ++i) {
+    const auto& [batch, r] = fused_curve[i];
+    const decode_result& plain = curve[i].second;  // the same batch, separate ops
+    size_t same = 0;
+    while (same < r.ids.size() && same < plain.ids.size() && r.ids[same] == plain.ids[same]) ++same;
+    double d = r.logits.size() == plain.logits.size() ? 0.0 : -1.0;
+    for (size_t j = 0; d >= 0 && j < r.logits.size(); ++j)
+      d = std::max(d, static_cast<double>(std::fabs(r.logits[j] - plain.logits[j])));
+    const std::string name = "fused decode batch " + std::to_string(batch);
+    std::printf("%-34s %12.0f %12.1f %14.1f %s; greedy ids identical %zu of %zu, last logits max |diff| %.3g\n",
+                name.c_str(), r.tok_s, r.step_us, r.gpu_us, "graph", same, plain.ids.size(), d);
+    std::printf("{\"bench\":\"cuda_model_decode_fused\",\"batch\":%d,\"tok_s\":%.0f,\"step_us\":%.1f,\"gpu_us\":%.1f}\n",
                 batch, r.tok_s, r.step_us, r.gpu_us);
   }
   for (const auto& [n, ms] : prefills) {

@@ -23,6 +23,7 @@
 // requested before the kernel waits for its predecessor when in <= 64 blocks (2048), the
 // first 32 otherwise. Very tall matrices (the LM head) get 8 warps of 4 rows per block,
 // so the x staging is paid once per 32 rows rather than per 8.
+#include <atomic>
 #include <stdexcept>
 
 #include "common.cuh"
@@ -340,9 +341,18 @@ void launch_shape(const dev_matrix& w, const float* x, int64_t n, const dev_prol
   const unsigned grid = blocks_for(w.out, NW * R);
   const size_t smem = STAGED ? stage_smem_bytes(static_cast<int>(n), w.in) : 0;
   auto kernel = gemv_q8_kernel<F, NT, STAGED, NW, R, KB>;
-  // Past the default 48 KB a kernel must opt in (once per kernel; cheap to repeat).
-  if (smem > 48 * 1024)
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(stage_smem_max));
+  // Past the default 48 KB a kernel must opt in, once per device (outside any graph
+  // capture: a step's first, eager run gets here first).
+  if (smem > 48 * 1024) {
+    static std::atomic<uint64_t> opted{0};
+    int dev = 0;
+    cudaGetDevice(&dev);
+    const uint64_t bit = uint64_t{1} << (dev & 63);
+    if ((opted.load() & bit) == 0) {
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(stage_smem_max));
+      opted.fetch_or(bit);
+    }
+  }
   detail::launch_pdl(kernel, dim3(grid), dim3(NW * 32), smem, s, w, x, pro, xq, ds, y, static_cast<int>(n),
                      accumulate);
 }
