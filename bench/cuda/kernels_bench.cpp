@@ -64,8 +64,7 @@ void linear_curve(double copy, std::mt19937& rng) {
                           {"down 576x1536 q4_1", dtype::q4_1, 576, 1536},
                           {"LM head 49152x576 q8_0", dtype::q8_0, 49152, 576}};
   const int64_t rows_list[] = {1, 2, 4, 8, 16, 32, 64, 128};
-  std::printf("%-24s %5s %-9s %10s %10s %8s %10s %12s
-", "linear", "rows", "path", "us/call", "GB/s", "of copy",
+  std::printf("%-24s %5s %-9s %10s %10s %8s %10s %12s\n", "linear", "rows", "path", "us/call", "GB/s", "of copy",
               "us/row", "weights MB");
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (const shape& sh : shapes) {
@@ -108,8 +107,7 @@ void linear_curve(double copy, std::mt19937& rng) {
         bench::ck(cudaGetLastError());
         const double ms = bench::graph_ms(be.stream(), copies, call);
         const double gbs = wbytes / (ms * 1e-3) / 1e9;
-        std::printf("%-24s %5lld %-9s %10.2f %10.0f %7.1f%% %10.3f %12.2f
-", sh.name, static_cast<long long>(n), p.name,
+        std::printf("%-24s %5lld %-9s %10.2f %10.0f %7.1f%% %10.3f %12.2f\n", sh.name, static_cast<long long>(n), p.name,
                     ms * 1e3, gbs, 100 * gbs / copy, ms * 1e3 / n, wbytes / 1e6);
         std::printf("{\"bench\":\"cuda_linear\",\"linear\":\"%s\",\"rows\":%lld,\"path\":\"%s\",\"us\":%.3f,"
                     "\"gbs\":%.0f,\"frac\":%.3f}\n",
