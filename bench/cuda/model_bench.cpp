@@ -192,7 +192,7 @@ int main() {
   std::vector<std::pair<int, double>> prefills;
   for (int n : {128, 512, 2048, 8192}) prefills.push_back({n, prefill(model, be, n, n == 512)});
   // The same model with TANDEM_LLAMA_FUSED_LINEARS=1 (norms and SiLU inside the linears,
-  // residual adds in their epilogues): decode up to 32 sequences, where the q8 GEMV runs.
+  // residual adds in their epilogues): decode at 1-32 sequences.
   std::vector<std::pair<int, decode_result>> fused_curve;
   if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_FUSED"); skip == nullptr || std::string(skip) != "1") {
     setenv("TANDEM_LLAMA_FUSED_LINEARS", "1", 1);

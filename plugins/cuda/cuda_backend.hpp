@@ -132,10 +132,14 @@ class cuda_backend final : public backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<cuda_buffer> cublas_ws_;
-  // The most token rows one GEMV launch takes on m (q8: gemv_q8_max_tokens; f32: gemv_max_tokens).
+  // The most token rows one GEMV launch takes on m (q8: gemv_q8_max_tokens; f32:
+  // gemv_max_tokens), and the most it is given when the f16 GEMM could take them instead
+  // (q8: gemv_q8_preferred_max_tokens, measured; f32: gemv_max_tokens).
   int64_t gemv_limit(const dev_matrix& m) const;
+  int64_t gemv_preferred(const dev_matrix& m) const;
   void gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y, bool accumulate);
-  // y (+)= x W^T for a backend.cuda weight: GEMV up to gemv_limit rows, f16 GEMM above.
+  // y (+)= x W^T for a backend.cuda weight: GEMV up to gemv_preferred rows, f16 GEMM above
+  // (GEMV launches of up to gemv_limit rows where there is no f16 copy).
   void dense_linear(const cuda_linear& lw, const float* x, int64_t n, float* y, bool accumulate);
   // The (cos, sin) table of `r` for positions [0, positions), made on the host exactly as
   // the reference's rope_angle, kept while it is large enough.

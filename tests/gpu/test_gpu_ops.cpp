@@ -124,12 +124,13 @@ BOOST_AUTO_TEST_CASE(linear_gemv_and_gemm) {
 }
 
 BOOST_AUTO_TEST_CASE(linear_q8_activations_match_cpu_q8) {
-  // in = 576 and 1536 quantize x in shared memory up to 8 rows and in global scratch above;
-  // 8192 always goes through global scratch. 9-16 rows run the 16-row kernel, 17-32 the
-  // 32-row one (any count up to theirs).
+  // The rows linear() gives the q8 GEMV (up to gemv_q8_preferred_max_tokens): in = 576 and
+  // 1536 quantize x in shared memory at 1 row and in global scratch above; 8192 always goes
+  // through global scratch. gemv_q8_stagings_agree runs the kernel itself at 1-32 rows.
+  static_assert(cuda::gemv_q8_preferred_max_tokens == 4, "the row counts below assume 4");
   for (dtype t : {dtype::q4_1, dtype::q8_0}) {
     for (auto [out, in] : {std::pair<int64_t, int64_t>{576, 576}, {1000, 1536}, {64, 8192}}) {
-      for (int64_t n : {1, 3, 8, 9, 12, 16, 17, 24, 32}) {
+      for (int64_t n : {1, 2, 3, 4}) {
         auto w = test::random_weight(rng(), t, out, in);
         auto x = test::random_floats(rng(), n * in);
         x[5] = 0.0f;  // a block with a zero does not matter; an all-zero block must give d = 0
@@ -217,12 +218,12 @@ BOOST_AUTO_TEST_CASE(gemv_q8_stagings_agree) {
 }
 
 BOOST_AUTO_TEST_CASE(grouped_linear_is_segment_major) {
-  // q/k/v-shaped parts; up to the GEMV's rows (8 for f32, 32 for q8) one fused GEMV, more
+  // q/k/v-shaped parts; up to the GEMV's rows (8 for f32, 4 for q8) one fused GEMV, more
   // rows one GEMM per segment.
   const int64_t in = 576, outs[3] = {576, 192, 192};
   for (cuda::cuda_backend* be : {&gpu(), &gpu_q8()}) {
-    const int64_t limit = be == &gpu() ? cuda::gemv_max_tokens : cuda::gemv_q8_max_tokens;
-    for (int64_t n : {1, 5, 8, 20, 33}) {
+    const int64_t limit = be == &gpu() ? cuda::gemv_max_tokens : cuda::gemv_q8_preferred_max_tokens;
+    for (int64_t n : {1, 4, 5, 8, 20, 33}) {
       std::vector<test::test_weight> ws;
       for (int64_t o : outs) ws.push_back(test::random_weight(rng(), dtype::q4_1, o, in));
       const tensor_info* parts[3] = {&ws[0].info, &ws[1].info, &ws[2].info};
@@ -270,7 +271,7 @@ std::vector<test::test_weight> weights(std::initializer_list<std::pair<dtype, st
 //    computed (the integers are the same: < 1e-5), and against the mirror on kernels/ref's
 //    prologue values, which differ in the last bit and may round a few activations to the
 //    next integer: < 3e-3 (1-ulp perturbations of x moved an in = 1536 q8 product by at
-//    most 4.3e-4 in a simulation); GEMM (n > 8 on f32, > 32 on q8): 2e-3 as
+//    most 4.3e-4 in a simulation); GEMM (n > 8 on f32, > 4 on q8): 2e-3 as
 //    linear_gemv_and_gemm.
 void check_fused(cuda::cuda_backend& be, const std::vector<test::test_weight>& parts, int64_t n, kind k, bool acc) {
   const int64_t in = parts[0].info.shape[1];
@@ -313,7 +314,7 @@ void check_fused(cuda::cuda_backend& be, const std::vector<test::test_weight>& p
   std::ostringstream what;
   what << (q8 ? "q8 " : "f32 ") << name(type) << " [" << out << " x " << in << "] parts " << parts.size() << " n=" << n
        << " prologue " << static_cast<int>(k) << " accumulate " << acc;
-  const bool gemm = n > (q8 ? cuda::gemv_q8_max_tokens : cuda::gemv_max_tokens);
+  const bool gemm = n > (q8 ? cuda::gemv_q8_preferred_max_tokens : cuda::gemv_max_tokens);
   if (gemm) {
     const double e = test::rel_err(got, want);
     BOOST_TEST(e < 1e-5, what.str() << ": fused vs separate ops rel err " << e);
@@ -362,20 +363,19 @@ BOOST_AUTO_TEST_CASE(linear_fused_matches_separate_ops_and_reference) {
     for (dtype t : {dtype::q4_1, dtype::q8_0}) {
       for (auto [out, in] : {std::pair<int64_t, int64_t>{577, 576}, {193, 1536}, {1001, 1536}}) {
         const auto w = weights({{t, {out, in}}});
-        for (int64_t n : {1, 3, 8})
+        for (int64_t n : {1, 3, 4, 8})
           for (kind k : {kind::none, kind::rms_norm, kind::silu_mul})
             for (bool acc : {false, true}) check_fused(*be, w, n, k, acc);
       }
     }
     // A q/k/v-shaped group (segment-major output) with the pre-norm.
     const auto g = weights({{dtype::q4_1, {576, 576}}, {dtype::q4_1, {192, 576}}, {dtype::q4_1, {192, 576}}});
-    for (int64_t n : {1, 5, 8}) check_fused(*be, g, n, kind::rms_norm, false);
+    for (int64_t n : {1, 4, 5, 8}) check_fused(*be, g, n, kind::rms_norm, false);
     // The LM head's shape (tall: 8 warps of 4 rows per block), with the output norm.
     const auto head = weights({{dtype::q8_0, {16411, 576}}});
-    for (int64_t n : {1, 2, 3, 8}) check_fused(*be, head, n, kind::rms_norm, false);
+    for (int64_t n : {1, 2, 4, 8}) check_fused(*be, head, n, kind::rms_norm, false);
     // in > 4096 (q8: x quantized once into global scratch, so the prologue runs on its own),
-    // and steps of 20 and 33 rows: f32 GEMM (beta = 1 for the add); q8 GEMV with the
-    // prologue staged in shared memory (20, 32), GEMM at 33.
+    // and steps of 20-33 rows: the GEMM (beta = 1 for the add).
     const auto wide = weights({{dtype::q4_1, {64, 8192}}});
     for (kind k : {kind::rms_norm, kind::silu_mul}) check_fused(*be, wide, 3, k, true);
     const auto mid = weights({{dtype::q4_1, {576, 1536}}});

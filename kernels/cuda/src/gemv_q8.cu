@@ -5,9 +5,10 @@
 // handful of bit operations, against ~100 float instructions for the f32 path, so the
 // kernel can stream weights at close to the memory bandwidth.
 //
-// Small inputs (up to 8 token rows, in <= staged_max_in) are quantized by every block into
-// shared memory (no extra launch: decode is launch-bound); larger ones (more rows, or
-// in > 4096) once into global scratch by a quantize kernel first. Staging is the block's
+// Inputs of in <= staged_max_in can be quantized by every block into shared memory (no
+// extra launch; the default for one row, and where a prologue is applied); otherwise x is
+// quantized once into global scratch by a quantize kernel first (kernels.hpp, q8_staging,
+// says which is faster where). Staging is the block's
 // critical path before its first dot product: 8 lanes quantize one 32-value block from
 // four values each, and every warp requests 8 such blocks' values before reducing any, so
 // 8 tokens of in = 1536 take 3 dependent rounds per block rather than 24.
@@ -407,10 +408,6 @@ bool gemv_q8_stageable(const dev_matrix& w, int64_t n) {
          stage_smem_bytes(static_cast<int>(n), w.in) <= stage_smem_max;
 }
 
-q8_staging gemv_q8_default_staging(int64_t n) {
-  return n <= gemv_q8_staged_max_tokens ? q8_staging::in_block : q8_staging::global;
-}
-
 size_t gemv_q8_scratch_bytes(int64_t n, int64_t in) {
   return static_cast<size_t>(n * in) + static_cast<size_t>(n * (in / 32)) * sizeof(float2);
 }
@@ -419,9 +416,8 @@ void gemv_q8_fused(const dev_matrix& w, const float* x, int64_t n, const dev_pro
                    void* scratch, cudaStream_t stream, q8_staging staging) {
   if (n == 0 || w.out == 0) return;
   if (n < 0 || n > gemv_q8_max_tokens) throw std::invalid_argument("gemv_q8: more than 32 token rows");
-  if (staging == q8_staging::automatic)
-    staging = pro.kind != dev_prologue::none || (gemv_q8_stageable(w, n) &&
-                                                 gemv_q8_default_staging(n) == q8_staging::in_block)
+  if (staging == q8_staging::automatic)  // see q8_staging in kernels.hpp for the measurements
+    staging = pro.kind != dev_prologue::none || (n == 1 && w.out < wide_min_out && gemv_q8_stageable(w, n))
                   ? q8_staging::in_block
                   : q8_staging::global;
   const bool staged = staging == q8_staging::in_block;

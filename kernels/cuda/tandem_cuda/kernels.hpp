@@ -43,10 +43,17 @@ void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, cudaStream_t
 // shared memory (q8_staging::in_block: no extra launch; in <= 4096 and the rows' bytes
 // within the block's budget, gemv_q8_stageable) or once into `scratch` by a quantize
 // kernel first (q8_staging::global; scratch has gemv_q8_scratch_bytes(n, in) bytes).
-// automatic: in_block up to gemv_q8_staged_max_tokens rows (where it is stageable), global
-// above (the per-block staging grows with the rows; the extra launch does not).
+// automatic: in_block for one row of a matrix under 16384 rows, global otherwise (on the
+// H200 the global path was as fast or faster from 2 rows on, and 35% faster for the
+// 49152-row LM head at 1 row: bench_cuda_kernels' linear curve, 2026-12-04).
+//
+// The kernel's cost grows by ~0.7 us a row at the default model's shapes (each lane runs
+// every row's dot products in turn, and in = 576 keeps 18 of 32 lanes busy), so the f16
+// GEMM over the dequantized copy (4.4-5.9 us for 8 to 128 rows, conversion included) is
+// faster from 8 rows on: backend.cuda takes the GEMV up to gemv_q8_preferred_max_tokens
+// rows where it has the copy, and up to gemv_q8_max_tokens rows a launch where it has not.
 inline constexpr int64_t gemv_q8_max_tokens = 32;
-inline constexpr int64_t gemv_q8_staged_max_tokens = 8;
+inline constexpr int64_t gemv_q8_preferred_max_tokens = 4;
 enum class q8_staging : int { automatic, in_block, global };
 bool gemv_q8_supported(const dev_matrix& w);
 bool gemv_q8_stageable(const dev_matrix& w, int64_t n);
