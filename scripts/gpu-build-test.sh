@@ -6,6 +6,7 @@
 #   scripts/gpu-build-test.sh                 # model test skips unless the model is found
 #   TANDEM_GPU_MODEL=/tmp/model.gguf scripts/gpu-build-test.sh
 #   GPU_TESTS=gpu_model NO_BENCH=1 scripts/gpu-build-test.sh   # one test, no benches
+#   GPU_TARGETS="tests/gpu/test_gpu_ops bench/cuda/bench_cuda_model" GPU_TESTS=gpu_ops ...  # build only those
 #
 # The shared set-up (deps prefix, model pieces, configure, build) is scripts/gpu-env.sh.
 set -uo pipefail
@@ -21,6 +22,8 @@ targets=(plugins/cuda/backend.cuda.so plugins/cpu/backend.cpu.so plugins/gguf/we
          bench/cuda/bench_cuda_exl3_moe bench/cuda/bench_cuda_moe bench/kv/bench_kv_quality
          cli/tandem plugins/fcfs/scheduler.fcfs.so plugins/local/transport.local.so
          plugins/gloo/transport.gloo.so plugins/nccl/transport.nccl.so tests/ranks/test_nccl_transport)
+# GPU_TARGETS="t1 t2 ..." builds only those (a call that runs a few tests and benches).
+[ -n "${GPU_TARGETS:-}" ] && read -r -a targets <<< "$GPU_TARGETS"
 gpu_build "${targets[@]}"
 step test
 meson test -C "$BUILD" --no-rebuild --suite gpu --print-errorlogs ${GPU_TESTS:-} > "$OUT/test.log" 2>&1

@@ -8,11 +8,18 @@
 //  - prefill attention, one sequence of 8192 tokens, 9 query / 3 KV heads of 64, page 16,
 //    on the same three pools: the tensor-core kernel (attention_prefill_tc) next to the
 //    scalar one, in TFLOP/s of the causal FLOPs 4 n^2 HD heads / 2 (the H200 does ~790
-//    dense bf16 with wgmma, ~400 usable with mma.sync).
+//    dense bf16 with wgmma, ~400 usable with mma.sync);
+//  - the decode step's linears alone (SmolLM2-135M shapes) at 1 to 128 token rows: the
+//    dispatched path (q8 GEMV up to 4 rows, f16 GEMM above) and, up to 32 rows, the GEMV
+//    with x staged in every block and with x quantized once into global scratch; enough
+//    copies of each matrix that the weights come from DRAM, the calls back to back in one
+//    graph (as in a decode step), against the weights' bytes over the copy bandwidth.
 //
 //   build/bench/cuda/bench_cuda_kernels
+//   TANDEM_BENCH_LINEARS_ONLY=1 build/bench/cuda/bench_cuda_kernels   # only the linear curve
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,18 +34,21 @@ using namespace tandem;
 
 namespace {
 
-tensor_info random_q4_1(std::vector<uint8_t>& bytes, int64_t out, int64_t in, std::mt19937& rng) {
-  bytes.resize(static_cast<size_t>(out * (in / 32) * 20));
+// Random Q4_1 (d = 0.01, m = -0.08) or Q8_0 (d = 0.01) blocks with random quants.
+tensor_info random_blocks(dtype type, std::vector<uint8_t>& bytes, int64_t out, int64_t in, std::mt19937& rng) {
+  const bool q4 = type == dtype::q4_1;
+  const size_t block = q4 ? 20 : 34, head = q4 ? 4 : 2;
+  bytes.resize(static_cast<size_t>(out * (in / 32)) * block);
   std::uniform_int_distribution<int> byte(0, 255);
-  for (size_t i = 0; i < bytes.size(); i += 20) {
-    const uint16_t d = fp32_to_fp16(0.01f), m = fp32_to_fp16(-0.08f);
+  const uint16_t d = fp32_to_fp16(0.01f), m = fp32_to_fp16(-0.08f);
+  for (size_t i = 0; i < bytes.size(); i += block) {
     std::memcpy(&bytes[i], &d, 2);
-    std::memcpy(&bytes[i + 2], &m, 2);
-    for (int j = 4; j < 20; ++j) bytes[i + j] = static_cast<uint8_t>(byte(rng));
+    if (q4) std::memcpy(&bytes[i + 2], &m, 2);
+    for (size_t j = head; j < block; ++j) bytes[i + j] = static_cast<uint8_t>(byte(rng));
   }
   tensor_info t;
-  t.name = "bench.q4_1";
-  t.type = dtype::q4_1;
+  t.name = q4 ? "bench.q4_1" : "bench.q8_0";
+  t.type = type;
   t.shape = {out, in};
   t.data = bytes.data();
   t.nbytes = bytes.size();
@@ -183,17 +193,85 @@ prefill_result bench_prefill(cuda::cuda_backend& be, dtype type, std::mt19937& r
   return r;
 }
 
+// The linear curve (see the header): one line per (matrix, rows, path).
+void linear_curve(double copy, std::mt19937& rng) {
+  cuda::cuda_backend be;  // default options: f16 copies for the GEMM above 32 rows
+  struct shape { const char* name; dtype t; int64_t out, in; };
+  const shape shapes[] = {{"q/k/v 960x576 q4_1", dtype::q4_1, 960, 576},
+                          {"o 576x576 q4_1", dtype::q4_1, 576, 576},
+                          {"gate/up 3072x576 q4_1", dtype::q4_1, 3072, 576},
+                          {"down 576x1536 q4_1", dtype::q4_1, 576, 1536},
+                          {"LM head 49152x576 q8_0", dtype::q8_0, 49152, 576}};
+  const int64_t rows_list[] = {1, 2, 4, 8, 16, 32, 64, 128};
+  std::printf("%-24s %5s %-9s %10s %10s %8s %10s %12s\n", "linear", "rows", "path", "us/call", "GB/s", "of copy",
+              "us/row", "weights MB");
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const shape& sh : shapes) {
+    std::vector<uint8_t> host;
+    const tensor_info info = random_blocks(sh.t, host, sh.out, sh.in, rng);
+    const double wbytes = static_cast<double>(info.nbytes);
+    // Copies past 3x the 60 MB L2, at least 4.
+    const int copies = std::max(4, static_cast<int>(180e6 / wbytes) + 1);
+    std::vector<std::unique_ptr<linear_weight>> ws;
+    for (int i = 0; i < copies; ++i) ws.push_back(be.load_linear(info));
+    std::vector<float> xh(static_cast<size_t>(128 * sh.in));
+    for (auto& v : xh) v = nd(rng);
+    auto x = be.alloc(xh.size() * 4), y = be.alloc(static_cast<size_t>(128 * sh.out) * 4);
+    be.copy_to_device(x->data(), xh.data(), xh.size() * 4);
+    auto scratch = be.alloc(cuda::gemv_q8_scratch_bytes(32, sh.in));
+    be.synchronize();
+    for (int64_t n : rows_list) {
+      auto xv = tensor_view::contiguous(x->data(), dtype::f32, {n, sh.in}, be.dev());
+      auto yv = tensor_view::contiguous(y->data(), dtype::f32, {n, sh.out}, be.dev());
+      struct path { const char* name; int staging; };  // -1: be.linear's dispatch
+      std::vector<path> paths = {{"dispatch", -1}};
+      if (n <= cuda::gemv_q8_max_tokens) {
+        const cuda::dev_matrix& m0 = dynamic_cast<const cuda::cuda_linear&>(*ws[0]).matrix();
+        if (cuda::gemv_q8_stageable(m0, n)) paths.push_back({"in-block", static_cast<int>(cuda::q8_staging::in_block)});
+        paths.push_back({"global", static_cast<int>(cuda::q8_staging::global)});
+      }
+      for (const path& p : paths) {
+        auto call = [&](int i) {
+          const linear_weight& w = *ws[static_cast<size_t>(i) % ws.size()];
+          if (p.staging < 0) {
+            be.linear(w, xv, yv);
+          } else {
+            const cuda::dev_matrix& m = dynamic_cast<const cuda::cuda_linear&>(w).matrix();
+            cuda::gemv_q8_fused(m, static_cast<const float*>(x->data()), n, {}, false, static_cast<float*>(y->data()),
+                                scratch->data(), be.stream(), static_cast<cuda::q8_staging>(p.staging));
+          }
+        };
+        call(0);  // eager: sizes the backend's scratch before the capture
+        be.synchronize();
+        bench::ck(cudaGetLastError());
+        const double ms = bench::graph_ms(be.stream(), copies, call);
+        const double gbs = wbytes / (ms * 1e-3) / 1e9;
+        std::printf("%-24s %5lld %-9s %10.2f %10.0f %7.1f%% %10.3f %12.2f\n", sh.name, static_cast<long long>(n), p.name,
+                    ms * 1e3, gbs, 100 * gbs / copy, ms * 1e3 / n, wbytes / 1e6);
+        std::printf("{\"bench\":\"cuda_linear\",\"linear\":\"%s\",\"rows\":%lld,\"path\":\"%s\",\"us\":%.3f,"
+                    "\"gbs\":%.0f,\"frac\":%.3f}\n",
+                    sh.name, static_cast<long long>(n), p.name, ms * 1e3, gbs, gbs / copy);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
   cuda::cuda_backend be({0, 0, false, false});  // no f16 copies: only the GEMV is timed
   std::mt19937 rng(7);
   const double copy = bench::copy_gbs(be.stream());
+  if (const char* only = std::getenv("TANDEM_BENCH_LINEARS_ONLY"); only != nullptr && std::string(only) == "1") {
+    std::printf("device copy 2 GiB: %.0f GB/s\n", copy);
+    linear_curve(copy, rng);
+    return 0;
+  }
 
   const int64_t N = 16384;
   std::vector<uint8_t> host;
-  auto w0 = be.load_linear(random_q4_1(host, N, N, rng));
-  auto w1 = be.load_linear(random_q4_1(host, N, N, rng));
+  auto w0 = be.load_linear(random_blocks(dtype::q4_1, host, N, N, rng));
+  auto w1 = be.load_linear(random_blocks(dtype::q4_1, host, N, N, rng));
   auto x = be.alloc(N * 4), y = be.alloc(N * 4);
   std::vector<float> xh(N, 0.5f);
   be.copy_to_device(x->data(), xh.data(), N * 4);
@@ -232,5 +310,7 @@ int main() {
     std::printf("{\"bench\":\"cuda_decode_attention\",\"kv\":\"%s\",\"us\":%.2f,\"gbs\":%.0f,\"frac\":%.3f,"
                 "\"speedup_vs_f32\":%.2f}\n",
                 std::string(name(d->type)).c_str(), d->ms * 1e3, d->gbs(d->ms), d->gbs(d->ms) / copy, d32.ms / d->ms);
+  std::printf("\n");
+  linear_curve(copy, rng);
   return 0;
 }

@@ -1,10 +1,16 @@
 // bench_cuda_model: the llama forward of a SmolLM2-135M-shaped model (Q4_1 blocks, Q8_0
-// tied embedding, random weights) on backend.cuda: decode at batch 1 and 64 (engine-style
-// steps: plan upload, recorded graph replay, GPU argmax, ids to the host) and one prefill
-// of 8192 tokens. Ceiling of batch-1 decode: weight bytes per token over copy bandwidth.
+// tied embedding, random weights) on backend.cuda: decode at batch 1, 2, 4, 8, 16, 32, 64
+// and 128 (engine-style steps: plan upload, recorded graph replay up to 64 sequences,
+// eager above; GPU argmax, ids to the host) and one prefill each of 128, 512, 2048 and
+// 8192 tokens. Per-op tables (each op run eagerly and timed alone) for decode at batch 1
+// and 8 and the 512-token prefill. Then decode at 1-32 sequences once more with the linears
+// fused (TANDEM_LLAMA_FUSED_LINEARS=1; TANDEM_BENCH_SKIP_FUSED=1 leaves it out). Ceiling of
+// decode: weight bytes per step over copy bandwidth.
 //
 //   build/bench/cuda/bench_cuda_model
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +20,7 @@
 
 #include "bench_util.hpp"
 #include "cuda_backend.hpp"
+#include "common/step_inputs.hpp"
 #include "llama_model.hpp"
 #include "tandem_quant/ggml_blocks.hpp"
 
@@ -88,10 +95,25 @@ llama_hparams smollm2() {
   return hp;
 }
 
-struct decode_result { double tok_s, step_us, gpu_us; };
+struct decode_result {
+  double tok_s, step_us, gpu_us;
+  std::vector<int32_t> ids;   // every greedy id of the run, step by step
+  std::vector<float> logits;  // the last forward's logits rows
+};
 
-// `batch` sequences with `prompt` tokens prefilled, then `steps` timed decode steps.
-decode_result decode(llama_model& m, cuda::cuda_backend& be, int batch, int prompt, int steps) {
+// Per-op GPU time of `runs` forwards of plan, run eagerly with every op timed on its own
+// (TANDEM_CUDA_PROFILE's mode): which kernels the step's time is made of.
+void print_per_op(llama_model& m, cuda::cuda_backend& be, const step_plan& plan, int runs, const std::string& what) {
+  be.profiler().reset();
+  be.profiler().enable(true);
+  for (int i = 0; i < runs; ++i) m.forward(plan);
+  be.profiler().enable(false);
+  std::printf("per-op GPU time, %s (each op timed alone):\n%s", what.c_str(), be.profiler().report().c_str());
+}
+
+// `batch` sequences with `prompt` tokens prefilled, then `steps` timed decode steps; the
+// per-op table of one step when `per_op`.
+decode_result decode(llama_model& m, cuda::cuda_backend& be, int batch, int prompt, int steps, bool per_op) {
   const int page = 16;
   const int pages_per = (prompt + steps + 8 + page - 1) / page;
   std::vector<step_seq> seqs(batch);
@@ -108,11 +130,13 @@ decode_result decode(llama_model& m, cuda::cuda_backend& be, int batch, int prom
     seqs[s].tokens = {m.sample({sampling_params{}})[0]};
   }
   std::vector<sampling_params> greedy(batch);
+  std::vector<int32_t> all_ids;
   auto step = [&] {
     step_plan plan;
     plan.seqs = seqs;
     m.forward(plan);
     const std::vector<int32_t> ids = m.sample(greedy);
+    all_ids.insert(all_ids.end(), ids.begin(), ids.end());
     for (int s = 0; s < batch; ++s) seqs[s].start_pos += 1, seqs[s].tokens = {ids[s]};
   };
   for (int i = 0; i < 4; ++i) step();  // records the graph, warms up
@@ -125,18 +149,14 @@ decode_result decode(llama_model& m, cuda::cuda_backend& be, int batch, int prom
   plan.seqs = seqs;
   m.forward(plan);
   const double gpu_ms = bench::median_ms(be.stream(), 2, 20, [&] { m.forward(plan); });
-  // Per-op GPU time of the same step, run eagerly with every op timed on its own
-  // (TANDEM_CUDA_PROFILE's mode): which kernels the step's time is made of.
-  be.profiler().reset();
-  be.profiler().enable(true);
-  for (int i = 0; i < 10; ++i) m.forward(plan);
-  be.profiler().enable(false);
-  std::printf("per-op GPU time, batch %d, 10 eager steps (each op timed alone):\n%s", batch,
-              be.profiler().report().c_str());
-  return {batch * steps / s, s / steps * 1e6, gpu_ms * 1e3};
+  const decode_result r{batch * steps / s, s / steps * 1e6, gpu_ms * 1e3, all_ids, m.logits_to_host()};
+  if (!per_op) return r;
+  print_per_op(m, be, plan, 10, "batch " + std::to_string(batch) + ", 10 eager steps");
+  return r;
 }
 
-double prefill(llama_model& m, cuda::cuda_backend& be, int n) {
+// One cold prefill of n tokens (median ms); the per-op table of it when `per_op`.
+double prefill(llama_model& m, cuda::cuda_backend& be, int n, bool per_op) {
   step_plan plan;
   step_seq s;
   s.request_id = 1;
@@ -145,7 +165,9 @@ double prefill(llama_model& m, cuda::cuda_backend& be, int n) {
   for (int t = 0; t < n; ++t) s.tokens[t] = (t * 131) % 49152;
   s.sample = true;
   plan.seqs.push_back(s);
-  return bench::median_ms(be.stream(), 1, 5, [&] { m.forward(plan); });
+  const double ms = bench::median_ms(be.stream(), 1, 5, [&] { m.forward(plan); });
+  if (per_op) print_per_op(m, be, plan, 5, "prefill " + std::to_string(n) + " tokens, 5 eager runs");
+  return ms;
 }
 
 }  // namespace
@@ -156,26 +178,62 @@ int main() {
   cuda::cuda_backend be;
   const double copy = bench::copy_gbs(be.stream());  // also brings the clocks up from idle
   llama_model model(be, w, hp, 64 * 8192 / 16 / 4, 16);  // 131k tokens of KV
-  const decode_result b1 = decode(model, be, 1, 128, 256);
+  const decode_result b1 = decode(model, be, 1, 128, 256, true);
   // TANDEM_BENCH_B1_ONLY=1: stop after batch 1 (for a profiler run over that loop).
   if (const char* only = std::getenv("TANDEM_BENCH_B1_ONLY"); only != nullptr && std::string(only) == "1") {
     std::printf("decode batch 1: %.0f tok/s, %.1f us/step, forward %.1f us\n", b1.tok_s, b1.step_us, b1.gpu_us);
     return 0;
   }
-  const decode_result b64 = decode(model, be, 64, 128, 64);
-  const double pf_ms = prefill(model, be, 8192);
-  const double pf = 8192 / (pf_ms * 1e-3);
-  // Bytes one decode token must read: every weight once (tied embedding read as the LM head).
+  // Bytes one decode step must read: every weight once (tied embedding read as the LM head).
   const double wbytes = w.weight_bytes();
   const double floor_us = wbytes / (copy * 1e9) * 1e6;
+  std::vector<std::pair<int, decode_result>> curve = {{1, b1}};
+  for (int batch : {2, 4, 8, 16, 32, 64, 128}) curve.push_back({batch, decode(model, be, batch, 128, 64, batch == 8)});
+  std::vector<std::pair<int, double>> prefills;
+  for (int n : {128, 512, 2048, 8192}) prefills.push_back({n, prefill(model, be, n, n == 512)});
+  // The same model with TANDEM_LLAMA_FUSED_LINEARS=1 (norms and SiLU inside the linears,
+  // residual adds in their epilogues): decode at 1-32 sequences.
+  std::vector<std::pair<int, decode_result>> fused_curve;
+  if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_FUSED"); skip == nullptr || std::string(skip) != "1") {
+    setenv("TANDEM_LLAMA_FUSED_LINEARS", "1", 1);
+    llama_model fused(be, w, hp, 64 * 8192 / 16 / 4, 16);
+    unsetenv("TANDEM_LLAMA_FUSED_LINEARS");
+    for (int batch : {1, 2, 4, 8, 16, 32})
+      fused_curve.push_back({batch, decode(fused, be, batch, 128, batch == 1 ? 256 : 64, false)});
+  }
 
-  std::printf("%-40s %14s %14s %s\n", "case", "tok/s", "us/step", "ceiling");
-  std::printf("%-40s %14.0f %14.1f weights %.1f MB / %.0f GB/s = %.1f us/token (%.0f tok/s)\n",
-              "decode batch 1 (ctx 128..)", b1.tok_s, b1.step_us, wbytes / 1e6, copy, floor_us, 1e6 / floor_us);
-  std::printf("%-40s %14s %14.1f forward only (uploads + graph replay, no sampling)\n", "  of which GPU, batch 1", "", b1.gpu_us);
-  std::printf("%-40s %14.0f %14.1f\n", "decode batch 64 (ctx 128..)", b64.tok_s, b64.step_us);
-  std::printf("%-40s %14s %14.1f forward only\n", "  of which GPU, batch 64", "", b64.gpu_us);
-  std::printf("%-40s %14.0f %14.1f\n", "prefill 8192 tokens (1 sequence)", pf, pf_ms * 1e3);
+  std::printf("weights %.1f MB / %.0f GB/s = %.1f us per step (the floor at any batch up to where compute binds)\n",
+              wbytes / 1e6, copy, floor_us);
+  std::printf("%-34s %12s %12s %14s %s\n", "case", "tok/s", "us/step", "forward us", "recorded");
+  for (const auto& [batch, r] : curve) {
+    const std::string name = "decode batch " + std::to_string(batch) + " (ctx 128..)";
+    std::printf("%-34s %12.0f %12.1f %14.1f %s\n", name.c_str(), r.tok_s, r.step_us, r.gpu_us,
+                recorded_batch_size(batch) > 0 ? "graph" : "eager");
+    std::printf("{\"bench\":\"cuda_model_decode\",\"batch\":%d,\"tok_s\":%.0f,\"step_us\":%.1f,\"gpu_us\":%.1f}\n",
+                batch, r.tok_s, r.step_us, r.gpu_us);
+  }
+  for (size_t i = 0; i < fused_curve.size(); ++i) {
+    const auto& [batch, r] = fused_curve[i];
+    const decode_result& plain = curve[i].second;  // the same batch, separate ops
+    size_t same = 0;
+    while (same < r.ids.size() && same < plain.ids.size() && r.ids[same] == plain.ids[same]) ++same;
+    double d = r.logits.size() == plain.logits.size() ? 0.0 : -1.0;
+    for (size_t j = 0; d >= 0 && j < r.logits.size(); ++j)
+      d = std::max(d, static_cast<double>(std::fabs(r.logits[j] - plain.logits[j])));
+    const std::string name = "fused decode batch " + std::to_string(batch);
+    std::printf("%-34s %12.0f %12.1f %14.1f %s; greedy ids identical %zu of %zu, last logits max |diff| %.3g\n",
+                name.c_str(), r.tok_s, r.step_us, r.gpu_us, "graph", same, plain.ids.size(), d);
+    std::printf("{\"bench\":\"cuda_model_decode_fused\",\"batch\":%d,\"tok_s\":%.0f,\"step_us\":%.1f,\"gpu_us\":%.1f}\n",
+                batch, r.tok_s, r.step_us, r.gpu_us);
+  }
+  for (const auto& [n, ms] : prefills) {
+    const std::string name = "prefill " + std::to_string(n) + " tokens (1 sequence)";
+    std::printf("%-34s %12.0f %12.1f\n", name.c_str(), n / (ms * 1e-3), ms * 1e3);
+    std::printf("{\"bench\":\"cuda_model_prefill\",\"tokens\":%d,\"tok_s\":%.0f,\"ms\":%.3f}\n", n,
+                n / (ms * 1e-3), ms);
+  }
+  const decode_result& b64 = curve[6].second;
+  const double pf_ms = prefills.back().second, pf = 8192 / (pf_ms * 1e-3);
   std::printf("{\"bench\":\"cuda_model\",\"copy_gbs\":%.0f,\"decode_b1_tok_s\":%.0f,\"decode_b1_step_us\":%.1f,"
               "\"decode_b1_gpu_us\":%.1f,\"decode_b64_tok_s\":%.0f,\"decode_b64_step_us\":%.1f,\"decode_b64_gpu_us\":%.1f,\"prefill_8192_tok_s\":%.0f,"
               "\"prefill_8192_ms\":%.2f,\"weight_mb\":%.1f}\n",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "common/step_inputs.hpp"
@@ -36,6 +37,11 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
   else if (tp_.pp.split()) load_stage_weights();  // narrows hp_.n_layers to this stage's
   else load_weights();
   ws_.init(be_, hp_);
+  if (const char* f = std::getenv("TANDEM_LLAMA_FUSED_LINEARS"); f != nullptr && *f != '\0') {
+    const std::string v = f;
+    if (v != "0" && v != "1") throw error("TANDEM_LLAMA_FUSED_LINEARS must be 0 or 1, not '" + v + "'");
+    fused_linears_ = v == "1";
+  }
 }
 
 llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
@@ -206,6 +212,7 @@ void llama_model::forward(const step_plan& plan, const forward_options& opt) {
 }
 
 void llama_model::run_layers(int n) {
+  if (fused_linears_ && taps_.empty() && !tp_.split()) return run_layers_fused(n);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
   tensor_view x = ws_.x(n), h = ws_.h(n), proj = ws_.proj(n);
   // A later pipeline stage takes the stream where the previous one left it: x and the last
@@ -241,6 +248,37 @@ void llama_model::run_layers(int n) {
   if (n_logits_ == 0) return;
   be_.gather_rows(h, ws_.rows(n_logits_), ws_.rows_h(n_logits_));
   if (tp_.split()) return lm_head_split(n_logits_);
+  be_.linear(output_ ? *output_ : *tok_embd_, ws_.rows_h(n_logits_), ws_.logits(n_logits_));
+}
+
+// x holds the residual stream throughout: the o and down products are added to it by their
+// linears, and each norm is the prologue of the linear that reads it.
+void llama_model::run_layers_fused(int n) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
+  tensor_view x = ws_.x(n), h = ws_.h(n);
+  be_.embed(*tok_embd_, ws_.ids(n), x);
+  linear_prologue pre, gated;
+  pre.k = linear_prologue::kind::rms_norm;
+  pre.eps = hp_.rms_eps;
+  gated.k = linear_prologue::kind::silu_mul;
+  gated.up = ws_.up(n);
+  for (int l = 0; l < hp_.n_layers; ++l) {
+    const layer& L = layers_[l];
+    pre.norm_weight = norm_view(*L.attn_norm);
+    be_.linear_fused(*L.wqkv, x, pre, ws_.qkv(n), false);
+    be_.attention(ws_.q(n), ws_.k(n), ws_.v(n), *kv_, l, batch_, scale, ws_.attn(n));
+    tensor_view attn_flat = ws_.attn(n);
+    attn_flat.ndim = 2;
+    attn_flat.shape = {n, int64_t(hp_.n_heads) * hp_.head_dim, 0, 0};
+    attn_flat.strides = {attn_flat.shape[1], 1, 0, 0};
+    be_.linear_fused(*L.wo, attn_flat, {}, x, true);
+    pre.norm_weight = norm_view(*L.ffn_norm);
+    be_.linear_fused(*L.gate_up, x, pre, ws_.gate_up(n), false);
+    be_.linear_fused(*L.down, ws_.gate(n), gated, x, true);
+  }
+  be_.rms_norm(x, norm_view(*output_norm_), hp_.rms_eps, h);
+  if (n_logits_ == 0) return;
+  be_.gather_rows(h, ws_.rows(n_logits_), ws_.rows_h(n_logits_));
   be_.linear(output_ ? *output_ : *tok_embd_, ws_.rows_h(n_logits_), ws_.logits(n_logits_));
 }
 

@@ -89,6 +89,8 @@ class llama_model final : public model {
   // llama_tp.cpp: this rank's logits columns -> every rank's, into ws_.logits.
   void lm_head_split(int64_t rows);
   void run_layers(int n_tokens);
+  // The same layers through backend::linear_fused (see fused_linears_).
+  void run_layers_fused(int n_tokens);
   void keep_hidden(int layer, int n_tokens);  // copies x after `layer` when it is a tap
   int64_t decode_batch(const step_plan& plan, bool all_logits) const;  // padded size, 0 = eager
   tensor_view norm_view(const device_buffer& b) const;
@@ -120,6 +122,12 @@ class llama_model final : public model {
   int64_t n_rows_ = 0;     // logits rows the caller sees (sampled or all)
   int64_t n_logits_ = 0;   // logits rows computed (n_rows_ plus padding rows)
   bool records_ = false;   // the backend may record steps: pad decode batches for it
+  // TANDEM_LLAMA_FUSED_LINEARS=1: each pre-norm and the SiLU gate run inside the linear
+  // that follows them and the o / down products are added to the residual stream by their
+  // linears (backend.cuda's q8 GEMV: 5 launches a layer, not 8). Off by default (session 4
+  // measured it slower at batch 1); steps with hidden-state taps or tensor parallelism run
+  // the separate ops.
+  bool fused_linears_ = false;
   int32_t pad_page_ = 0;   // the extra KV page padding rows write to
 };
 

@@ -2,9 +2,10 @@
 // backend.cuda: the llama ops on one NVIDIA GPU.
 //
 // Activations are f32 in device memory and the KV pool is f32. Linears read the GGML
-// blocks directly when a step has at most 8 token rows (decode: activations quantized to
-// 8 bits as backend.cpu's default linear does, dp4a dots; or f32 dots, which match
-// backend.cpu's `linear: float` up to summation order) and run an f16 tensor-core GEMM
+// blocks directly when a step has at most 32 token rows (decode: activations quantized to
+// 8 bits as backend.cpu's default linear does, dp4a dots, each weight block read once for
+// all rows; or, up to 8 rows, f32 dots, which match backend.cpu's `linear: float` up to
+// summation order) and run an f16 tensor-core GEMM
 // (cuBLAS, fp32 accumulation, weights dequantized to f16 once at load) for larger steps
 // (prefill). Grouped linears (q/k/v, gate/up) are one matrix and one launch; decode
 // attention rotates q/k, writes the KV pool and merges its splits in one launch; the
@@ -41,7 +42,7 @@ struct cuda_options {
   int device = 0;
   int64_t memory_mb = 0;  // KV and workspace budget; 0 = memory_utilization of the free memory
   bool graphs = true;     // record run_recorded() bodies as CUDA graphs
-  bool gemm = true;       // tensor-core GEMM for steps of more than 8 rows (else GEMV only)
+  bool gemm = true;       // tensor-core GEMM for steps of more rows than the GEMV takes (else GEMV only)
   bool q8_activations = true;  // decode GEMV with activations quantized as backend.cpu's q8 (else f32;
                                // EXL3 MUL1: int8 activations per 128-block, else fp16)
   double memory_utilization = 0.9;  // share of (free memory after the weights - 1 GiB)
@@ -77,7 +78,7 @@ class cuda_backend final : public backend {
   void add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
                     tensor_view out) override;
   void linear(const linear_weight& w, tensor_view x, tensor_view y) override;
-  // One kernel where the q8 GEMV stages x (at most 8 rows, in <= 4096); elsewhere the
+  // One kernel where the q8 GEMV can stage x (gemv_q8_stageable: up to 32 rows, in <= 4096); elsewhere the
   // prologue runs on its own into scratch, and the GEMV epilogue, the GEMM (beta = 1) or an
   // add() adds the product to y.
   void linear_fused(const linear_weight& w, tensor_view x, const linear_prologue& pro, tensor_view y,
@@ -136,8 +137,14 @@ class cuda_backend final : public backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<cuda_buffer> cublas_ws_;
+  // The most token rows one GEMV launch takes on m (q8: gemv_q8_max_tokens; f32:
+  // gemv_max_tokens), and the most it is given when the f16 GEMM could take them instead
+  // (q8: gemv_q8_preferred_max_tokens, measured; f32: gemv_max_tokens).
+  int64_t gemv_limit(const dev_matrix& m) const;
+  int64_t gemv_preferred(const dev_matrix& m) const;
   void gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y, bool accumulate);
-  // y (+)= x W^T for a backend.cuda weight: GEMV up to 8 rows, f16 GEMM above.
+  // y (+)= x W^T for a backend.cuda weight: GEMV up to gemv_preferred rows, f16 GEMM above
+  // (GEMV launches of up to gemv_limit rows where there is no f16 copy).
   void dense_linear(const cuda_linear& lw, const float* x, int64_t n, float* y, bool accumulate);
   // The (cos, sin) table of `r` for positions [0, positions), made on the host exactly as
   // the reference's rope_angle, kept while it is large enough.

@@ -94,10 +94,19 @@ void cuda_backend::add_rms_norm(tensor_view residual, tensor_view x, tensor_view
   check_launch("add_rms_norm");
 }
 
+int64_t cuda_backend::gemv_limit(const dev_matrix& m) const {
+  return opt_.q8_activations && gemv_q8_supported(m) ? gemv_q8_max_tokens : gemv_max_tokens;
+}
+
+int64_t cuda_backend::gemv_preferred(const dev_matrix& m) const {
+  return opt_.q8_activations && gemv_q8_supported(m) ? gemv_q8_preferred_max_tokens : gemv_max_tokens;
+}
+
 void cuda_backend::gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y, bool accumulate) {
   const bool q8 = opt_.q8_activations && gemv_q8_supported(m);
-  for (int64_t r = 0; r < n; r += gemv_max_tokens) {
-    const int64_t rows = std::min(gemv_max_tokens, n - r);
+  const int64_t limit = gemv_limit(m);
+  for (int64_t r = 0; r < n; r += limit) {
+    const int64_t rows = std::min(limit, n - r);
     if (q8) {
       void* ws = grow(q8_, std::max<size_t>(gemv_q8_scratch_bytes(rows, m.in), 16), "linear");
       gemv_q8_fused(m, x + r * m.in, rows, dev_prologue{}, accumulate, y + r * m.out, ws, stream_);
@@ -159,8 +168,11 @@ void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) 
 
 void cuda_backend::dense_linear(const cuda_linear& lw, const float* xp, int64_t n, float* yp, bool accumulate) {
   const dev_matrix& m = lw.matrix();
-  if (n <= gemv_max_tokens || lw.f16() == nullptr) {
-    if (n <= gemv_max_tokens) {
+  // Up to 4 rows on the q8 GEMV (8 on the f32 one) the GEMV reading the blocks is faster;
+  // more rows take the f16 GEMM over the dequantized copy (kernels.hpp says where the q8
+  // crossover was measured). Without the copy, GEMV launches of up to gemv_limit rows.
+  if (n <= gemv_preferred(m) || lw.f16() == nullptr) {
+    if (n <= gemv_limit(m)) {
       gemv_rows(m, xp, n, yp, accumulate);  // one launch, segment-major output for groups
     } else {
       for (int i = 0; i < m.n_segs; ++i) gemv_rows(segment_of(m, i), xp, n, yp + n * m.seg[i], accumulate);
@@ -210,8 +222,8 @@ void cuda_backend::linear_fused(const linear_weight& w, tensor_view x, const lin
   const auto* lw = dynamic_cast<const cuda_linear*>(&w);
   // Decode with 8-bit activations: the GEMV stages x per block, so the prologue and the
   // add are part of its one launch.
-  if (lw != nullptr && n <= gemv_max_tokens && opt_.q8_activations && gemv_q8_supported(lw->matrix()) &&
-      (dp.kind == dev_prologue::none || gemv_q8_fusable(lw->matrix()))) {
+  if (lw != nullptr && n <= gemv_preferred(lw->matrix()) && opt_.q8_activations && gemv_q8_supported(lw->matrix()) &&
+      (dp.kind == dev_prologue::none || gemv_q8_stageable(lw->matrix(), n))) {
     op_profiler::scope timed(prof_, "linear (fused)", stream_);
     const dev_matrix& m = lw->matrix();
     void* ws = grow(q8_, std::max<size_t>(gemv_q8_scratch_bytes(n, m.in), 16), op);

@@ -21,7 +21,7 @@ const config_key keys[] = {
      0.01, 1},
     {"graphs", config_type::boolean, "true", "record decode steps as CUDA graphs and replay them"},
     {"gemm", config_type::boolean, "true",
-     "f16 tensor-core GEMM for steps of more than 8 tokens (weights dequantized once at load)"},
+     "f16 tensor-core GEMM for steps of more tokens than the GEMV takes (32 on the q8 GEMV, 8 on the f32 one; weights dequantized once at load)"},
     {"q8_activations", config_type::boolean, "true",
      "decode GEMV quantizes activations to 8 bits as backend.cpu's default linear (false: f32 dots, as linear=float); "
      "EXL3 MUL1 weights: int8 activations per 128-block, the tensor core doing the codebook's byte sums"},

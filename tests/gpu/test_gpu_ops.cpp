@@ -130,10 +130,13 @@ BOOST_AUTO_TEST_CASE(linear_gemv_and_gemm) {
 }
 
 BOOST_AUTO_TEST_CASE(linear_q8_activations_match_cpu_q8) {
-  // in = 576 and 1536 quantize x in shared memory; 8192 goes through global scratch.
+  // The rows linear() gives the q8 GEMV (up to gemv_q8_preferred_max_tokens): in = 576 and
+  // 1536 quantize x in shared memory at 1 row and in global scratch above; 8192 always goes
+  // through global scratch. gemv_q8_stagings_agree runs the kernel itself at 1-32 rows.
+  static_assert(cuda::gemv_q8_preferred_max_tokens == 4, "the row counts below assume 4");
   for (dtype t : {dtype::q4_1, dtype::q8_0}) {
     for (auto [out, in] : {std::pair<int64_t, int64_t>{576, 576}, {1000, 1536}, {64, 8192}}) {
-      for (int64_t n : {1, 3, 8}) {
+      for (int64_t n : {1, 2, 3, 4}) {
         auto w = test::random_weight(rng(), t, out, in);
         auto x = test::random_floats(rng(), n * in);
         x[5] = 0.0f;  // a block with a zero does not matter; an all-zero block must give d = 0
@@ -150,11 +153,83 @@ BOOST_AUTO_TEST_CASE(linear_q8_activations_match_cpu_q8) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(gemv_q8_stagings_agree) {
+  // Both places x can be quantized (every block's shared memory, or global scratch by a
+  // quantize kernel first) at every row count the GEMV takes: the quantization is the
+  // same arithmetic (8-lane groups in the block, one warp per 32 values in the kernel), so
+  // the outputs must be bit-identical, and both within 1e-5 of backend.cpu's q8 mirror.
+  // Also a grouped matrix (segment-major output at a run-time row count) and the tall
+  // LM-head shape; in = 1536 at 32 rows needs the shared-memory opt-in (65 KB).
+  cuda::cuda_backend& be = gpu_q8();
+  struct shape { dtype t; std::vector<int64_t> outs; int64_t in; };
+  const std::vector<shape> shapes = {{dtype::q4_1, {576}, 576},
+                                     {dtype::q8_0, {1000}, 1536},
+                                     {dtype::q4_1, {576, 192, 192}, 576},
+                                     {dtype::q8_0, {16411}, 576}};
+  for (const shape& sh : shapes) {
+    std::vector<test::test_weight> ws;
+    for (int64_t o : sh.outs) ws.push_back(test::random_weight(rng(), sh.t, o, sh.in));
+    std::vector<const tensor_info*> infos;
+    for (const auto& w : ws) infos.push_back(&w.info);
+    auto lw = infos.size() == 1 ? be.load_linear(*infos[0]) : be.load_linear_group(infos);
+    const cuda::dev_matrix& m = dynamic_cast<const cuda::cuda_linear&>(*lw).matrix();
+    const int64_t out = m.out, in = sh.in;
+    for (int64_t n : {1, 2, 5, 8, 9, 13, 16, 17, 31, 32}) {
+      auto x = test::random_floats(rng(), n * in, 3.0f);
+      for (int j = 0; j < 32; ++j) x[(n - 1) * in + j] = 0.0f;  // an all-zero block: d = 0
+      dvec<float> dx(be, x), scratch(be, static_cast<int64_t>(cuda::gemv_q8_scratch_bytes(n, in) / 4 + 1));
+      std::vector<std::vector<float>> got;
+      for (cuda::q8_staging st : {cuda::q8_staging::in_block, cuda::q8_staging::global}) {
+        if (st == cuda::q8_staging::in_block && !cuda::gemv_q8_stageable(m, n)) continue;
+        dvec<float> dy(be, n * out);
+        cuda::gemv_q8_fused(m, static_cast<const float*>(dx.buf->data()), n, {}, false,
+                            static_cast<float*>(dy.buf->data()), scratch.buf->data(), be.stream(), st);
+        BOOST_REQUIRE(cudaGetLastError() == cudaSuccess);
+        got.push_back(dy.host());
+      }
+      BOOST_REQUIRE(!got.empty());
+      std::ostringstream what;
+      what << name(sh.t) << " [" << out << " x " << in << "] parts " << sh.outs.size() << " n=" << n;
+      // Segment-major reference: all rows of part 0, then of part 1, ...
+      std::vector<float> ref;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const auto part = q8_linear_ref(sh.t, ws[i].info.data, sh.outs[i], in, x, n);
+        ref.insert(ref.end(), part.begin(), part.end());
+      }
+      for (const auto& g : got) {
+        const double e = test::rel_err(g, ref);
+        BOOST_TEST(e < 1e-5, what.str() << ": rel err " << e);
+      }
+      if (got.size() == 2)
+        BOOST_TEST(test::max_abs_err(got[0], got[1]) == 0.0,
+                   what.str() << ": in-block vs global staging max |diff| " << test::max_abs_err(got[0], got[1]));
+    }
+  }
+  // What cannot run is refused, not run wrong.
+  auto big = be.load_linear(test::random_weight(rng(), dtype::q4_1, 64, 8192).info);
+  const cuda::dev_matrix& bm = dynamic_cast<const cuda::cuda_linear&>(*big).matrix();
+  BOOST_TEST(!cuda::gemv_q8_stageable(bm, 1));
+  dvec<float> bx(be, 33 * 8192), by(be, 33 * 64);
+  auto run = [&](int64_t n, cuda::q8_staging st, cuda::dev_prologue pro) {
+    cuda::gemv_q8_fused(bm, static_cast<const float*>(bx.buf->data()), n, pro, false,
+                        static_cast<float*>(by.buf->data()), nullptr, be.stream(), st);
+  };
+  BOOST_CHECK_THROW(run(1, cuda::q8_staging::in_block, {}), std::invalid_argument);  // in > 4096
+  BOOST_CHECK_THROW(run(33, cuda::q8_staging::global, {}), std::invalid_argument);   // rows > 32
+  BOOST_CHECK_THROW(run(1, cuda::q8_staging::global, {}), std::invalid_argument);    // no scratch
+  cuda::dev_prologue norm;
+  norm.kind = cuda::dev_prologue::silu_mul;
+  norm.up = static_cast<const float*>(bx.buf->data());
+  BOOST_CHECK_THROW(run(1, cuda::q8_staging::automatic, norm), std::invalid_argument);  // prologue, not stageable
+}
+
 BOOST_AUTO_TEST_CASE(grouped_linear_is_segment_major) {
-  // q/k/v-shaped parts; n <= 8 is one fused GEMV, n > 8 one GEMM per segment.
+  // q/k/v-shaped parts; up to the GEMV's rows (8 for f32, 4 for q8) one fused GEMV, more
+  // rows one GEMM per segment.
   const int64_t in = 576, outs[3] = {576, 192, 192};
   for (cuda::cuda_backend* be : {&gpu(), &gpu_q8()}) {
-    for (int64_t n : {1, 5, 8, 33}) {
+    const int64_t limit = be == &gpu() ? cuda::gemv_max_tokens : cuda::gemv_q8_preferred_max_tokens;
+    for (int64_t n : {1, 4, 5, 8, 20, 33}) {
       std::vector<test::test_weight> ws;
       for (int64_t o : outs) ws.push_back(test::random_weight(rng(), dtype::q4_1, o, in));
       const tensor_info* parts[3] = {&ws[0].info, &ws[1].info, &ws[2].info};
@@ -168,11 +243,11 @@ BOOST_AUTO_TEST_CASE(grouped_linear_is_segment_major) {
       int64_t off = 0;
       for (int i = 0; i < 3; ++i) {
         std::vector<float> ref(n * outs[i]);
-        if (be == &gpu() || n > 8) ref::linear(dtype::q4_1, ws[i].info.data, outs[i], in, x.data(), n, ref.data());
+        if (be == &gpu() || n > limit) ref::linear(dtype::q4_1, ws[i].info.data, outs[i], in, x.data(), n, ref.data());
         else ref = q8_linear_ref(dtype::q4_1, ws[i].info.data, outs[i], in, x, n);
         const std::vector<float> part(got.begin() + off, got.begin() + off + n * outs[i]);
         const double e = test::rel_err(part, ref);
-        BOOST_TEST(e < (n <= 8 ? 1e-5 : 2e-3), "group part " << i << " n=" << n << " q8=" << (be == &gpu_q8()) << ": rel err " << e);
+        BOOST_TEST(e < (n <= limit ? 1e-5 : 2e-3), "group part " << i << " n=" << n << " q8=" << (be == &gpu_q8()) << ": rel err " << e);
         off += n * outs[i];
       }
     }
@@ -202,7 +277,8 @@ std::vector<test::test_weight> weights(std::initializer_list<std::pair<dtype, st
 //    computed (the integers are the same: < 1e-5), and against the mirror on kernels/ref's
 //    prologue values, which differ in the last bit and may round a few activations to the
 //    next integer: < 3e-3 (1-ulp perturbations of x moved an in = 1536 q8 product by at
-//    most 4.3e-4 in a simulation); GEMM (n > 8): 2e-3 as linear_gemv_and_gemm.
+//    most 4.3e-4 in a simulation); GEMM (n > 8 on f32, > 4 on q8): 2e-3 as
+//    linear_gemv_and_gemm.
 void check_fused(cuda::cuda_backend& be, const std::vector<test::test_weight>& parts, int64_t n, kind k, bool acc) {
   const int64_t in = parts[0].info.shape[1];
   int64_t out = 0;
@@ -244,7 +320,7 @@ void check_fused(cuda::cuda_backend& be, const std::vector<test::test_weight>& p
   std::ostringstream what;
   what << (q8 ? "q8 " : "f32 ") << name(type) << " [" << out << " x " << in << "] parts " << parts.size() << " n=" << n
        << " prologue " << static_cast<int>(k) << " accumulate " << acc;
-  const bool gemm = n > cuda::gemv_max_tokens;
+  const bool gemm = n > (q8 ? cuda::gemv_q8_preferred_max_tokens : cuda::gemv_max_tokens);
   if (gemm) {
     const double e = test::rel_err(got, want);
     BOOST_TEST(e < 1e-5, what.str() << ": fused vs separate ops rel err " << e);
@@ -293,24 +369,25 @@ BOOST_AUTO_TEST_CASE(linear_fused_matches_separate_ops_and_reference) {
     for (dtype t : {dtype::q4_1, dtype::q8_0}) {
       for (auto [out, in] : {std::pair<int64_t, int64_t>{577, 576}, {193, 1536}, {1001, 1536}}) {
         const auto w = weights({{t, {out, in}}});
-        for (int64_t n : {1, 3, 8})
+        for (int64_t n : {1, 3, 4, 8})
           for (kind k : {kind::none, kind::rms_norm, kind::silu_mul})
             for (bool acc : {false, true}) check_fused(*be, w, n, k, acc);
       }
     }
     // A q/k/v-shaped group (segment-major output) with the pre-norm.
     const auto g = weights({{dtype::q4_1, {576, 576}}, {dtype::q4_1, {192, 576}}, {dtype::q4_1, {192, 576}}});
-    for (int64_t n : {1, 5, 8}) check_fused(*be, g, n, kind::rms_norm, false);
+    for (int64_t n : {1, 4, 5, 8}) check_fused(*be, g, n, kind::rms_norm, false);
     // The LM head's shape (tall: 8 warps of 4 rows per block), with the output norm.
     const auto head = weights({{dtype::q8_0, {16411, 576}}});
-    for (int64_t n : {1, 2, 3, 8}) check_fused(*be, head, n, kind::rms_norm, false);
+    for (int64_t n : {1, 2, 4, 8}) check_fused(*be, head, n, kind::rms_norm, false);
     // in > 4096 (q8: x quantized once into global scratch, so the prologue runs on its own),
-    // and steps of more than 8 rows (GEMM, beta = 1 for the add).
+    // and steps of 20-33 rows: the GEMM (beta = 1 for the add).
     const auto wide = weights({{dtype::q4_1, {64, 8192}}});
     for (kind k : {kind::rms_norm, kind::silu_mul}) check_fused(*be, wide, 3, k, true);
     const auto mid = weights({{dtype::q4_1, {576, 1536}}});
-    for (kind k : {kind::none, kind::rms_norm, kind::silu_mul})
-      for (bool acc : {false, true}) check_fused(*be, mid, 20, k, acc);
+    for (int64_t n : {20, 32, 33})
+      for (kind k : {kind::none, kind::rms_norm, kind::silu_mul})
+        for (bool acc : {false, true}) check_fused(*be, mid, n, k, acc);
   }
 }
 

@@ -5,18 +5,26 @@
 // handful of bit operations, against ~100 float instructions for the f32 path, so the
 // kernel can stream weights at close to the memory bandwidth.
 //
-// Small inputs (in <= staged_max_in) are quantized by every block into shared memory
-// (no extra launch: decode is launch-bound); larger ones once into global scratch first.
+// Inputs of in <= staged_max_in can be quantized by every block into shared memory (no
+// extra launch; the default for one row, and where a prologue is applied); otherwise x is
+// quantized once into global scratch by a quantize kernel first (kernels.hpp, q8_staging,
+// says which is faster where). Staging is the block's
+// critical path before its first dot product: 8 lanes quantize one 32-value block from
+// four values each, and every warp requests 8 such blocks' values before reducing any, so
+// 8 tokens of in = 1536 take 3 dependent rounds per block rather than 24.
 // While a block stages x it can also apply the linear's prologue (the block's pre-norm,
 // or the SiLU gate of the down projection) with the arithmetic of pointwise.cu's kernels,
 // and its epilogue can add the result to y (the residual stream): one launch where the
 // separate ops took two or three.
 //
 // Shapes: a warp owns R consecutive output rows and lane l reads blocks l, l + 32, ... of
-// each (so a row's sum runs in the same order whatever R is). Every block a lane needs is
+// each (so a row's sum runs in the same order whatever R is), and dots each weight block it
+// reads with the block of every token row: the weights are read once for all rows (up to
+// gemv_q8_max_tokens = 32; 16- and 32-row kernels take any count up to theirs). Every block a lane needs is
 // requested before the kernel waits for its predecessor when in <= 64 blocks (2048), the
 // first 32 otherwise. Very tall matrices (the LM head) get 8 warps of 4 rows per block,
 // so the x staging is paid once per 32 rows rather than per 8.
+#include <atomic>
 #include <stdexcept>
 
 #include "common.cuh"
@@ -28,6 +36,9 @@ namespace {
 using detail::blocks_for;
 
 constexpr int64_t staged_max_in = 4096;
+// Shared memory a staging block may take (x quantized, its scales, the norm's sums): 32
+// rows of in = 576 take 27 KB, 16 of 1536 33 KB; the opt-in limit on sm_90 is 227 KB.
+constexpr size_t stage_smem_max = 96 * 1024;
 constexpr int64_t wide_min_out = 16384;  // matrices at least this tall use the wide shape
 
 __device__ __forceinline__ int warp_sum_int(int v) {
@@ -45,6 +56,30 @@ __device__ __forceinline__ void quantize_block(float v, int64_t i, int lane, int
   xq[i * 32 + lane] = static_cast<int8_t>(q);
   const int sum = warp_sum_int(q);
   if (lane == 0) ds[i] = make_float2(d, __fmul_rn(d, static_cast<float>(sum)));
+}
+
+// The same for block i held by an 8-lane group, four values per lane (v, lane li of the
+// group holds values 4 li .. 4 li + 3): the maximum and the sum are exact whatever the
+// order, so d, q and s are those of quantize_block. Every lane of the warp must call it
+// (the reductions shuffle across the warp); only `write` lanes store.
+__device__ __forceinline__ void quantize_quad(const float (&v)[4], int64_t i, int li, bool write, int8_t* xq,
+                                              float2* ds) {
+  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+  for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float d = __fdiv_rn(amax, 127.0f);
+  const float id = d > 0.0f ? __frcp_rn(d) : 0.0f;
+  int q[4], sum = 0;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    q[c] = max(-127, min(127, __float2int_rn(__fmul_rn(v[c], id))));
+    sum += q[c];
+  }
+  for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (!write) return;
+  const uint32_t packed = (static_cast<uint32_t>(q[0]) & 0xffu) | (static_cast<uint32_t>(q[1]) & 0xffu) << 8 |
+                          (static_cast<uint32_t>(q[2]) & 0xffu) << 16 | (static_cast<uint32_t>(q[3]) & 0xffu) << 24;
+  *reinterpret_cast<uint32_t*>(xq + i * 32 + li * 4) = packed;
+  if (li == 0) ds[i] = make_float2(d, __fmul_rn(d, static_cast<float>(sum)));
 }
 
 // Warp `warp` of `nwarps` quantizes blocks warp, warp + nwarps, ... of x [n, in] (block i
@@ -82,7 +117,8 @@ size_t stage_smem_bytes(int nt, int64_t in) {
          static_cast<size_t>(nt * 32) * sizeof(float);
 }
 
-// x [NT, in] through the prologue, quantized into shared memory by the block's NW warps.
+// x [n, in] (n <= NT) through the prologue, quantized into shared memory by the block's NW
+// warps.
 // The prologue's arithmetic is pointwise.cu's, operation for operation, so the values
 // quantized are those rms_norm / silu_mul would have written:
 //  - rms_norm: rms_norm_kernel runs T = norm_threads(in) threads; thread j sums x[j]^2,
@@ -92,14 +128,14 @@ size_t stage_smem_bytes(int nt, int64_t in) {
 //    sums of that kernel, in the same order.
 //  - silu_mul: g / (1 + expf(-g)) * up.
 template <int NT, int NW>
-__device__ __forceinline__ void stage_x(const float* __restrict__ x, const dev_prologue& pro, int in, int8_t* sq,
-                                        float2* sds, float* sred, int warp, int lane) {
-  const int nb = in / 32, total = NT * nb;
+__device__ __forceinline__ void stage_x(const float* __restrict__ x, const dev_prologue& pro, int n, int in,
+                                        int8_t* sq, float2* sds, float* sred, int warp, int lane) {
+  const int nb = in / 32, total = n * nb;
   float inv[NT];  // 1 / rms per token, in every lane of every warp (registers, not shared)
 #pragma unroll
   for (int t = 0; t < NT; ++t) inv[t] = 1.0f;
   if (pro.kind == dev_prologue::rms_norm) {
-    const int T = in >= 1024 ? 1024 : (in + 31) / 32 * 32, vw = T / 32, items = NT * vw;
+    const int T = in >= 1024 ? 1024 : (in + 31) / 32 * 32, vw = T / 32, items = n * vw;
     for (int i0 = warp; i0 < items; i0 += 4 * NW) {
       float ss[4];
 #pragma unroll
@@ -125,37 +161,42 @@ __device__ __forceinline__ void stage_x(const float* __restrict__ x, const dev_p
     __syncthreads();
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
+      if (t >= n) break;  // uniform
       const float s = detail::warp_sum(lane < vw ? sred[t * 32 + lane] : 0.0f);  // every lane gets s
       inv[t] = 1.0f / sqrtf(s / static_cast<float>(in) + pro.eps);
     }
   }
-  for (int i0 = warp; i0 < total; i0 += 4 * NW) {
-    float v[4];
+  // Quantization: 8-lane groups, 4 groups a warp, `rounds` of them requested at once.
+  constexpr int rounds = 8;
+  const int li = lane & 7, grp = lane >> 3;
+  for (int i0 = warp * 4; i0 < total; i0 += 4 * NW * rounds) {  // warp-uniform
+    float v[rounds][4];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int i = i0 + u * NW;
-      v[u] = 0.0f;
+    for (int u = 0; u < rounds; ++u) {
+      const int i = i0 + u * 4 * NW + grp;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) v[u][c] = 0.0f;
       if (i < total) {
-        const int e = i * 32 + lane;  // element t * in + j of x [NT, in]
-        const float g = x[e];
-        if (pro.kind == dev_prologue::rms_norm) {
-          const int t = i / nb;
-          float it = inv[0];  // inv[t] without a run-time register index
+        const int e0 = i * 32 + li * 4;  // element t * in + j of x [NT, in]
+        const int t = i / nb;
+        float it = inv[0];  // inv[t] without a run-time register index
 #pragma unroll
-          for (int k = 1; k < NT; ++k) it = k == t ? inv[k] : it;
-          v[u] = g * it * pro.norm_weight[e - t * in];
-        } else if (pro.kind == dev_prologue::silu_mul) {
-          v[u] = g / (1.0f + expf(-g)) * pro.up[e];
-        } else {
-          v[u] = g;
+        for (int k = 1; k < NT; ++k) it = k == t ? inv[k] : it;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int e = e0 + c;
+          const float g = x[e];
+          if (pro.kind == dev_prologue::rms_norm) v[u][c] = g * it * pro.norm_weight[e - t * in];
+          else if (pro.kind == dev_prologue::silu_mul) v[u][c] = g / (1.0f + expf(-g)) * pro.up[e];
+          else v[u][c] = g;
         }
       }
     }
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int i = i0 + u * NW;
-      if (i >= total) break;  // warp-uniform
-      quantize_block(v[u], i, lane, sq, sds);
+    for (int u = 0; u < rounds; ++u) {
+      const int i = i0 + u * 4 * NW + grp;
+      if (i0 + u * 4 * NW >= total) break;  // warp-uniform: no group of the warp has an item
+      quantize_quad(v[u], i, li, i < total, sq, sds);
     }
   }
 }
@@ -207,12 +248,15 @@ __device__ __forceinline__ int dot_block(const wblock<F>& wb, const int4& x0, co
   }
 }
 
-// acc[r][t] += block b of row row0 + r dotted with block b of token t's quantized x.
+// acc[r][t] += block b of row row0 + r dotted with block b of token t's quantized x, for
+// the n <= NT token rows there are.
 template <wformat F, int NT, int R>
-__device__ __forceinline__ void dot_step(const wblock<F> (&wb)[R], int64_t b, int64_t in, int64_t nb, int64_t row0,
-                                         int64_t out, const int8_t* xq, const float2* ds, float (&acc)[R][NT]) {
+__device__ __forceinline__ void dot_step(const wblock<F> (&wb)[R], int64_t b, int n, int64_t in, int64_t nb,
+                                         int64_t row0, int64_t out, const int8_t* xq, const float2* ds,
+                                         float (&acc)[R][NT]) {
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
+    if (t >= n) break;  // uniform
     const int4* xp = reinterpret_cast<const int4*>(xq + t * in + b * 32);
     const int4 x0 = xp[0], x1 = xp[1];
     const float2 dx = ds[t * nb + b];
@@ -228,14 +272,17 @@ __device__ __forceinline__ void dot_step(const wblock<F> (&wb)[R], int64_t b, in
 
 // Block = NW warps x R rows. STAGED: x (f32) goes through the prologue and is quantized
 // into shared memory first; else xq/ds are the global quantized activations (no
-// prologue). KB: rounds of 32 weight blocks per lane requested before pdl_wait.
+// prologue). KB: rounds of 32 weight blocks per lane requested before pdl_wait. The
+// kernel of NT rows takes n = NT when NT <= 8 (the count is a constant there) and any
+// n <= NT above.
 // accumulate: y += the result (each output is read and written by one lane only).
 template <wformat F, int NT, bool STAGED, int NW, int R, int KB>
 __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const float* __restrict__ x, dev_prologue pro,
                                                           const int8_t* __restrict__ gxq,
                                                           const float2* __restrict__ gds, float* __restrict__ y,
-                                                          bool accumulate) {
+                                                          int n_rows, bool accumulate) {
   extern __shared__ __align__(16) unsigned char smem[];
+  const int n = NT <= 8 ? NT : n_rows;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t nb = w.in / 32;
   const int64_t row0 = (blockIdx.x * int64_t{NW} + warp) * R;
@@ -253,9 +300,9 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const fl
   const float2* ds = gds;
   if constexpr (STAGED) {
     auto* sq = reinterpret_cast<int8_t*>(smem);
-    auto* sds = reinterpret_cast<float2*>(smem + NT * w.in);
-    auto* sred = reinterpret_cast<float*>(sds + NT * nb);
-    stage_x<NT, NW>(x, pro, static_cast<int>(w.in), sq, sds, sred, warp, lane);
+    auto* sds = reinterpret_cast<float2*>(smem + n * w.in);
+    auto* sred = reinterpret_cast<float*>(sds + n * nb);
+    stage_x<NT, NW>(x, pro, n, static_cast<int>(w.in), sq, sds, sred, warp, lane);
     __syncthreads();
     xq = sq, ds = sds;
   }
@@ -267,21 +314,22 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const fl
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
 #pragma unroll
   for (int k = 0; k < KB; ++k)
-    if (lane + 32 * k < nb) dot_step<F, NT, R>(wb[k], lane + 32 * k, w.in, nb, row0, w.out, xq, ds, acc);
+    if (lane + 32 * k < nb) dot_step<F, NT, R>(wb[k], lane + 32 * k, n, w.in, nb, row0, w.out, xq, ds, acc);
   for (int64_t b = lane + 32 * KB; b < nb; b += 32) {
     wblock<F> cur[R];
 #pragma unroll
     for (int r = 0; r < R; ++r)
       if (row0 + r < w.out) cur[r] = load_wblock<F>(w, row0 + r, b, nb);
-    dot_step<F, NT, R>(cur, b, w.in, nb, row0, w.out, xq, ds, acc);
+    dot_step<F, NT, R>(cur, b, n, w.in, nb, row0, w.out, xq, ds, acc);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
+      if (t >= n) break;  // uniform
       const float s = detail::warp_sum(acc[r][t]);
       if (lane == 0 && row0 + r < w.out) {
-        float* o = detail::out_at(w, y, NT, t, row0 + r);
+        float* o = detail::out_at(w, y, n, t, row0 + r);
         *o = accumulate ? *o + s : s;
       }
     }
@@ -289,37 +337,63 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const fl
 }
 
 template <wformat F, int NT, bool STAGED, int NW, int R, int KB>
-void launch_shape(const dev_matrix& w, const float* x, const dev_prologue& pro, float* y, bool accumulate,
-                  const int8_t* xq, const float2* ds, cudaStream_t s) {
+void launch_shape(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, float* y,
+                  bool accumulate, const int8_t* xq, const float2* ds, cudaStream_t s) {
   const unsigned grid = blocks_for(w.out, NW * R);
-  const size_t smem = STAGED ? stage_smem_bytes(NT, w.in) : 0;
-  detail::launch_pdl(gemv_q8_kernel<F, NT, STAGED, NW, R, KB>, dim3(grid), dim3(NW * 32), smem, s, w, x, pro, xq, ds,
-                     y, accumulate);
+  const size_t smem = STAGED ? stage_smem_bytes(static_cast<int>(n), w.in) : 0;
+  auto kernel = gemv_q8_kernel<F, NT, STAGED, NW, R, KB>;
+  // Past the default 48 KB a kernel must opt in, once per device (outside any graph
+  // capture: a step's first, eager run gets here first).
+  if (smem > 48 * 1024) {
+    static std::atomic<uint64_t> opted{0};
+    int dev = 0;
+    cudaGetDevice(&dev);
+    const uint64_t bit = uint64_t{1} << (dev & 63);
+    if ((opted.load() & bit) == 0) {
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(stage_smem_max));
+      opted.fetch_or(bit);
+    }
+  }
+  detail::launch_pdl(kernel, dim3(grid), dim3(NW * 32), smem, s, w, x, pro, xq, ds, y, static_cast<int>(n),
+                     accumulate);
 }
 
+// Shapes: NT <= 8 as measured in sessions 2-5 (tall matrices: 8 warps of 4 rows; in of 33-64
+// blocks: two rounds of weights requested up front); more rows keep 2 rows a warp (the
+// accumulators are R x NT registers).
 template <wformat F, int NT>
-void launch_nt(const dev_matrix& w, const float* x, const dev_prologue& pro, float* y, bool accumulate,
+void launch_nt(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, float* y, bool accumulate,
                const int8_t* xq, const float2* ds, bool staged, cudaStream_t s) {
   const int64_t nb = w.in / 32;
-  if (!staged) launch_shape<F, NT, false, 4, 2, 1>(w, x, pro, y, accumulate, xq, ds, s);
-  else if (w.out >= wide_min_out) launch_shape<F, NT, true, 8, 4, 1>(w, x, pro, y, accumulate, xq, ds, s);
-  else if (nb > 32 && nb <= 64) launch_shape<F, NT, true, 4, 2, 2>(w, x, pro, y, accumulate, xq, ds, s);
-  else launch_shape<F, NT, true, 4, 2, 1>(w, x, pro, y, accumulate, xq, ds, s);
+  const bool two_rounds = nb > 32 && nb <= 64;
+  if (!staged) {
+    if constexpr (NT > 8) {
+      if (two_rounds) return launch_shape<F, NT, false, 4, 2, 2>(w, x, n, pro, y, accumulate, xq, ds, s);
+    }
+    return launch_shape<F, NT, false, 4, 2, 1>(w, x, n, pro, y, accumulate, xq, ds, s);
+  }
+  if constexpr (NT <= 8) {
+    if (w.out >= wide_min_out) return launch_shape<F, NT, true, 8, 4, 1>(w, x, n, pro, y, accumulate, xq, ds, s);
+  }
+  if (two_rounds) launch_shape<F, NT, true, 4, 2, 2>(w, x, n, pro, y, accumulate, xq, ds, s);
+  else launch_shape<F, NT, true, 4, 2, 1>(w, x, n, pro, y, accumulate, xq, ds, s);
 }
 
 template <wformat F>
 void launch(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, float* y, bool accumulate,
             const int8_t* xq, const float2* ds, bool staged, cudaStream_t s) {
   switch (n) {
-    case 1: launch_nt<F, 1>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
-    case 2: launch_nt<F, 2>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
-    case 3: launch_nt<F, 3>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
-    case 4: launch_nt<F, 4>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
-    case 5: launch_nt<F, 5>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
-    case 6: launch_nt<F, 6>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
-    case 7: launch_nt<F, 7>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
-    case 8: launch_nt<F, 8>(w, x, pro, y, accumulate, xq, ds, staged, s); break;
-    default: throw std::invalid_argument("gemv_q8: more than 8 token rows");
+    case 1: launch_nt<F, 1>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 2: launch_nt<F, 2>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 3: launch_nt<F, 3>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 4: launch_nt<F, 4>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 5: launch_nt<F, 5>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 6: launch_nt<F, 6>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 7: launch_nt<F, 7>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 8: launch_nt<F, 8>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    default:
+      if (n <= 16) launch_nt<F, 16>(w, x, n, pro, y, accumulate, xq, ds, staged, s);
+      else launch_nt<F, 32>(w, x, n, pro, y, accumulate, xq, ds, staged, s);
   }
 }
 
@@ -329,23 +403,38 @@ bool gemv_q8_supported(const dev_matrix& w) {
   return (w.format == wformat::q4_1 || w.format == wformat::q8_0) && w.in % 32 == 0;
 }
 
-bool gemv_q8_fusable(const dev_matrix& w) { return gemv_q8_supported(w) && w.in <= staged_max_in; }
+bool gemv_q8_stageable(const dev_matrix& w, int64_t n) {
+  return gemv_q8_supported(w) && n >= 1 && n <= gemv_q8_max_tokens && w.in <= staged_max_in &&
+         stage_smem_bytes(static_cast<int>(n), w.in) <= stage_smem_max;
+}
 
 size_t gemv_q8_scratch_bytes(int64_t n, int64_t in) {
-  return in <= staged_max_in ? 0 : static_cast<size_t>(n * in) + static_cast<size_t>(n * (in / 32)) * sizeof(float2);
+  return static_cast<size_t>(n * in) + static_cast<size_t>(n * (in / 32)) * sizeof(float2);
 }
 
 void gemv_q8_fused(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, bool accumulate, float* y,
-                   void* scratch, cudaStream_t stream) {
+                   void* scratch, cudaStream_t stream, q8_staging staging) {
   if (n == 0 || w.out == 0) return;
-  if (n > gemv_max_tokens) throw std::invalid_argument("gemv_q8: more than 8 token rows");
-  const bool staged = w.in <= staged_max_in;
+  if (n < 0 || n > gemv_q8_max_tokens) throw std::invalid_argument("gemv_q8: more than 32 token rows");
+  if (staging == q8_staging::automatic)  // see q8_staging in kernels.hpp for the measurements
+    staging = pro.kind != dev_prologue::none || (n == 1 && w.out < wide_min_out && gemv_q8_stageable(w, n))
+                  ? q8_staging::in_block
+                  : q8_staging::global;
+  const bool staged = staging == q8_staging::in_block;
+  if (staged && !gemv_q8_stageable(w, n))
+    throw std::invalid_argument(pro.kind != dev_prologue::none
+                                    ? "gemv_q8: a prologue needs x staged in shared memory (in <= 4096, rows within "
+                                      "the shared-memory budget: gemv_q8_stageable)"
+                                    : "gemv_q8: x does not fit the block's shared memory (in <= 4096, rows within the "
+                                      "budget)");
   if (!staged && pro.kind != dev_prologue::none)
-    throw std::invalid_argument("gemv_q8: a prologue needs x staged in shared memory (in <= 4096)");
+    throw std::invalid_argument("gemv_q8: a prologue needs x staged in shared memory");
   int8_t* xq = nullptr;
   float2* ds = nullptr;
   if (!staged) {
+    if (scratch == nullptr) throw std::invalid_argument("gemv_q8: x quantized into global scratch needs scratch");
     xq = static_cast<int8_t*>(scratch);
+    // The block scales follow the quants, 8-byte aligned (n * in is a multiple of 32).
     ds = reinterpret_cast<float2*>(xq + n * w.in);
     const int64_t blocks = n * (w.in / 32);
     detail::launch_pdl(quantize_kernel, dim3(static_cast<unsigned>(std::min<int64_t>(blocks_for(blocks, 8), 1024))),

@@ -38,9 +38,25 @@ dev_matrix segment_of(const dev_matrix& m, int i);
 inline constexpr int64_t gemv_max_tokens = 8;
 void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, cudaStream_t stream);
 // The same with 8-bit activations quantized as backend.cpu's quantize_q8 and dp4a dots
-// (q4_1 and q8_0 weights). `scratch` has gemv_q8_scratch_bytes(n, m.in) bytes (0 for
-// inputs quantized in shared memory).
+// (q4_1 and q8_0 weights), for up to gemv_q8_max_tokens rows: each weight block is read
+// once and dotted with every row's block. x is quantized either by every block into its
+// shared memory (q8_staging::in_block: no extra launch; in <= 4096 and the rows' bytes
+// within the block's budget, gemv_q8_stageable) or once into `scratch` by a quantize
+// kernel first (q8_staging::global; scratch has gemv_q8_scratch_bytes(n, in) bytes).
+// automatic: in_block for one row of a matrix under 16384 rows, global otherwise (on the
+// H200 the global path was as fast or faster from 2 rows on, and 35% faster for the
+// 49152-row LM head at 1 row: bench_cuda_kernels' linear curve, 2026-12-04).
+//
+// The kernel's cost grows by ~0.7 us a row at the default model's shapes (each lane runs
+// every row's dot products in turn, and in = 576 keeps 18 of 32 lanes busy), so the f16
+// GEMM over the dequantized copy (4.4-5.9 us for 8 to 128 rows, conversion included) is
+// faster from 8 rows on: backend.cuda takes the GEMV up to gemv_q8_preferred_max_tokens
+// rows where it has the copy, and up to gemv_q8_max_tokens rows a launch where it has not.
+inline constexpr int64_t gemv_q8_max_tokens = 32;
+inline constexpr int64_t gemv_q8_preferred_max_tokens = 4;
+enum class q8_staging : int { automatic, in_block, global };
 bool gemv_q8_supported(const dev_matrix& w);
+bool gemv_q8_stageable(const dev_matrix& w, int64_t n);
 size_t gemv_q8_scratch_bytes(int64_t n, int64_t in);
 void gemv_q8(const dev_matrix& w, const float* x, int64_t n, float* y, void* scratch, cudaStream_t stream);
 // What a fused linear applies to x first (tandem::linear_prologue): nothing; x / rms(x) *
@@ -54,11 +70,12 @@ struct dev_prologue {
   const float* up = nullptr;
 };
 // gemv_q8 with the prologue applied while x is staged per block (only where
-// gemv_q8_fusable(w): in <= 4096; any other w takes no prologue), and with `accumulate`
-// y += the result (each output read and written by one thread). y must not alias x or up.
-bool gemv_q8_fusable(const dev_matrix& w);
+// gemv_q8_stageable(w, n); any other call takes no prologue), and with
+// `accumulate` y += the result (each output read and written by one thread). y must not
+// alias x or up. An impossible `staging` (in_block where x is not stageable, global with a
+// prologue) throws std::invalid_argument.
 void gemv_q8_fused(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, bool accumulate, float* y,
-                   void* scratch, cudaStream_t stream);
+                   void* scratch, cudaStream_t stream, q8_staging staging = q8_staging::automatic);
 // gemv with `accumulate`: y += x W^T (the add rounds as add() does).
 void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, bool accumulate, cudaStream_t stream);
 // W as f16 [out, in], for the tensor-core GEMM of prefill (dequantized as the reference does).

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One command for the GPU machine (from the unpacked tree, as gpu-build-test.sh): builds
+# only gpu_ops and the two CUDA benches, then runs, each under its own time limit so that
+# what finishes comes back in $OUT even when a later step runs out of time:
+#   1. gpu_ops' linear cases (GEMV at 1-32 rows, both stagings, grouped, fused, GEMM);
+#   2. bench_cuda_model (decode curve 1-128, prefill 128-8k, per-op tables, the fused layer);
+#   3. bench_cuda_kernels' linear curve (TANDEM_BENCH_LINEARS_ONLY=1);
+#   4. the rest of gpu_ops.
+#
+#   OUT=$OUT bash scripts/gpu-decode-curve.sh
+#   ARCH90_ONLY=1 ...   # build sm_90a machine code only (halves the CUDA compile; not committed)
+set -uo pipefail
+source "$(dirname "$0")/gpu-env.sh"
+if [ -n "${ARCH90_ONLY:-}" ]; then
+  sed -i '/compute_121a/d' kernels/exl3/cuda/meson.build
+  sed -i "/compute_121a/d; s/code=sm_90a',\$/code=sm_90a']/" kernels/cuda/meson.build
+fi
+step configure
+gpu_configure
+step build
+gpu_build tests/gpu/test_gpu_ops bench/cuda/bench_cuda_kernels bench/cuda/bench_cuda_model
+linear_cases='linear*,gemv_q8*,grouped*'
+step "gpu_ops: $linear_cases"
+timeout "${LINEAR_TEST_S:-90}" "$BUILD/tests/gpu/test_gpu_ops" --run_test="$linear_cases" --log_level=test_suite \
+  > "$OUT/test_linear.txt" 2>&1
+echo "rc $?" >> "$OUT/test_linear.txt"
+step bench_cuda_model
+timeout "${MODEL_BENCH_S:-90}" "$BUILD/bench/cuda/bench_cuda_model" > "$OUT/bench_model.txt" 2>&1
+echo "rc $?" >> "$OUT/bench_model.txt"
+step "bench_cuda_kernels (linears)"
+TANDEM_BENCH_LINEARS_ONLY=1 timeout "${KERNEL_BENCH_S:-45}" "$BUILD/bench/cuda/bench_cuda_kernels" \
+  > "$OUT/bench_linears.txt" 2>&1
+echo "rc $?" >> "$OUT/bench_linears.txt"
+step "gpu_ops: the rest"
+timeout "${REST_TEST_S:-120}" "$BUILD/tests/gpu/test_gpu_ops" --run_test="!$linear_cases" \
+  > "$OUT/test_rest.txt" 2>&1
+echo "rc $?" >> "$OUT/test_rest.txt"
+grep -hE "rc [0-9]+|failure|error|No errors" "$OUT"/test_*.txt | head -40
