@@ -74,11 +74,12 @@ gpu_configure() {
   fi
 }
 
-# Builds those of the given targets this configuration has; on failure prints the errors
-# and exits.
+# Builds those of the given targets this configuration has, all it can (-k 0: one target
+# that fails to build costs only the tests that need it); on failure prints the errors and
+# returns 1.
 gpu_build() {
   local have=() t
   for t in "$@"; do ninja -C "$BUILD" -t query "$t" >/dev/null 2>&1 && have+=("$t"); done
-  ninja -C "$BUILD" -j"$(nproc)" "${have[@]}" > "$OUT/build.log" 2>&1 \
-    || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
+  ninja -C "$BUILD" -j"$(nproc)" -k 0 "${have[@]}" > "$OUT/build.log" 2>&1 \
+    || { grep -E "error|FAILED" "$OUT/build.log" | head -40; return 1; }
 }

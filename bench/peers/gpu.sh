@@ -4,9 +4,12 @@
 # keeps build-gpu/ and /tmp between calls; bench/peers/pieces.sh says what each carries):
 #
 #   bash bench/peers/gpu.sh build   # carry .gpu-deps .gpu-peers .gpu-model1: starts llama.cpp's
-#                                   #   CUDA build in the background, builds tandem (~4 min)
-#   bash bench/peers/gpu.sh tests   # carry .gpu-model2: the gpu suite meanwhile
-#   bash bench/peers/gpu.sh run     # carry .gpu-model3: waits for llama.cpp, runs both, prints
+#                                   #   CUDA build and tandem's whole build in the background
+#                                   #   (both outlive the call) and waits up to BUILD_WAIT_S
+#   bash bench/peers/gpu.sh tests   # carry .gpu-model2: waits for tandem's build, runs the gpu
+#                                   #   suite (scripts/gpu-build-test.sh, NO_BENCH)
+#   bash bench/peers/gpu.sh run     # carry .gpu-model3: the gpu tests that need the model
+#                                   #   (MODEL_TESTS), then waits for llama.cpp, runs both, prints
 #                                   #   bench/peers/table.py's ratio table
 #
 # The figures: prefill tok/s at 128..32k-token prompts (llama-bench -p, best of ubatch 512
@@ -35,28 +38,47 @@ start_llama_build() {
     > /tmp/llama.cpp-build.log 2>&1 < /dev/null &
 }
 
-wait_llama_build() {
+# Waits up to $2 seconds for file $1 (a background job's exit status).
+wait_file() {
   local waited=0
-  while [ ! -f /tmp/llama.cpp-build.rc ] && [ $waited -lt "${1:-400}" ]; do sleep 5; waited=$((waited + 5)); done
-  [ -f /tmp/llama.cpp-build.rc ] && [ "$(cat /tmp/llama.cpp-build.rc)" = 0 ] && return 0
-  echo "llama.cpp build: not done or failed after ${waited} s"; tail -20 /tmp/llama.cpp-build.log; return 1
+  while [ ! -f "$1" ] && [ $waited -lt "$2" ]; do sleep 5; waited=$((waited + 5)); done
+  [ -f "$1" ]
+}
+
+wait_llama_build() {
+  wait_file /tmp/llama.cpp-build.rc "$1" && [ "$(cat /tmp/llama.cpp-build.rc)" = 0 ] && return 0
+  echo "llama.cpp build: not done or failed"; tail -20 /tmp/llama.cpp-build.log; return 1
 }
 
 case $phase in
 build)
   step "llama.cpp (background) from $(cat .gpu-peers/SOURCE 2>/dev/null)"
   start_llama_build
-  step "tandem configure + build"
+  step "tandem configure, then the whole build in the background"
   gpu_configure
-  gpu_build "${tandem_targets[@]}"
-  echo "tandem built; llama.cpp build log: $(tail -1 /tmp/llama.cpp-build.log)"
+  rm -f /tmp/tandem-build.rc
+  # Everything (the gpu suite's tests, benches, CLI, plugins): the next calls wait for it.
+  setsid nohup bash -c "ninja -C $BUILD -j 14 -k 0 > /tmp/tandem-build.log 2>&1; echo \$? > /tmp/tandem-build.rc" \
+    > /dev/null 2>&1 < /dev/null &
+  wait_file /tmp/tandem-build.rc "${BUILD_WAIT_S:-480}" && echo "tandem build: exit $(cat /tmp/tandem-build.rc)"
+  grep -E "error|FAILED" /tmp/tandem-build.log | head -30
+  echo "llama.cpp build: $(tail -1 /tmp/llama.cpp-build.log)"
   ;;
 tests)
+  wait_file /tmp/tandem-build.rc 420 || { echo "tandem build not done"; tail -3 /tmp/tandem-build.log; exit 1; }
+  # -k 0: a target that failed is shown here; the tests whose programs exist still run.
+  [ "$(cat /tmp/tandem-build.rc)" = 0 ] || grep -E "error|FAILED" /tmp/tandem-build.log | head -30
   OUT=$OUT NO_BENCH=1 BUILD=$BUILD bash scripts/gpu-build-test.sh
   ;;
 run)
   [ -n "$MODEL" ] || { echo "no model yet (carry the three .gpu-model* pieces in order)"; exit 1; }
+  # Where the tests and the default pipeline look for it (the store verifies its sha256).
+  mkdir -p ~/.cache/tandem/models/smollm2-135m-instruct
+  cp -n "$MODEL" ~/.cache/tandem/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
   gpu_build "${tandem_targets[@]}"
+  step "the gpu suite's tests that need the model: ${MODEL_TESTS:=gpu_model nccl_one_rank_e2e spec_gpu}"
+  meson test -C "$BUILD" --no-rebuild --print-errorlogs $MODEL_TESTS > "$OUT/model_tests.log" 2>&1
+  grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/model_tests.log"
   wait_llama_build 420 || exit 1
   export LD_LIBRARY_PATH=$PWD/$BUILD/core/src/base:$LLAMA/b/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export TANDEM_PLUGIN_PATH=$PWD/$BUILD/plugins
