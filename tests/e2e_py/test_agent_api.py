@@ -71,15 +71,44 @@ def test_streaming_with_tools(client, model):
         assert isinstance(json.loads(args), dict)
 
 
-def test_required_is_a_call_or_an_error(client, model):
-    try:
-        r = client.chat.completions.create(model=model, messages=ASK, tools=TOOLS, tool_choice="required",
-                                           max_tokens=40, temperature=0)
-    except openai.InternalServerError as e:  # no grammar yet: the model may not call
-        assert "tool call" in str(e)
-        return
+def test_required_is_a_call(client, model):
+    """tool_choice required decodes under the calls' grammar (the default model's hermes
+    format): the answer is a call whatever the model would have said."""
+    r = client.chat.completions.create(model=model, messages=ASK, tools=TOOLS, tool_choice="required",
+                                       max_tokens=60, temperature=0)
     assert r.choices[0].finish_reason == "tool_calls" and r.choices[0].message.tool_calls
     _check_call_shape(r.choices[0].message)
+
+
+def _streamed_calls(chunks):
+    """Per tool-call index: its deltas in order."""
+    calls = {}
+    for c in chunks:
+        for tc in (c.choices[0].delta.tool_calls or []) if c.choices else []:
+            calls.setdefault(tc.index, []).append(tc)
+    return calls
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_streamed_arguments_arrive_as_they_are_generated(client, model, parallel):
+    """As OpenAI and vLLM stream them: a call's first delta carries its index, id, type and
+    name with empty arguments; the arguments follow in fragments as they are generated, and
+    they add up to the non-streamed arguments of the same (greedy) answer."""
+    kw = dict(model=model, messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=60, temperature=0,
+              parallel_tool_calls=parallel)
+    whole = client.chat.completions.create(**kw).choices[0].message.tool_calls
+    chunks = list(client.chat.completions.create(stream=True, **kw))
+    calls = _streamed_calls(chunks)
+    assert sorted(calls) == list(range(len(whole)))
+    for k, deltas in calls.items():
+        first, rest = deltas[0], deltas[1:]
+        assert first.id and first.type == "function" and first.function.name == whole[k].function.name
+        assert first.function.arguments == ""
+        assert all(d.id is None and d.function.name is None for d in rest)
+        assert len(rest) > 1, "the arguments came in one piece"
+        assert "".join(d.function.arguments for d in rest) == whole[k].function.arguments
+        json.loads(whole[k].function.arguments)
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
 
 
 @pytest.mark.parametrize("extra", [

@@ -29,17 +29,50 @@ chat_request chat_with(const std::string& extra) {
                                             weather_tools + extra + "}"));
 }
 
+// What a parse produced, with the streaming contract checked on the way: a call's pieces
+// come begin, arguments..., end, and its fragments concatenate to the arguments its end
+// carries.
+struct parsed {
+  std::string content;
+  std::vector<parsed_tool_call> calls;   // complete calls
+  std::vector<std::string> streamed;     // per call: its fragments, concatenated
+  std::vector<size_t> fragments;         // per call: how many fragments
+  std::string error;
+};
+
+void take(parsed& all, tool_call_parser::output o) {
+  for (auto& p : o.pieces) {
+    switch (p.k) {
+      case tool_piece::kind::content:
+        all.content += p.text;
+        break;
+      case tool_piece::kind::begin:
+        BOOST_TEST(p.index == all.streamed.size());  // calls are numbered in order
+        all.streamed.emplace_back();
+        all.fragments.push_back(0);
+        BOOST_TEST(!p.text.empty());
+        break;
+      case tool_piece::kind::arguments:
+        BOOST_REQUIRE(p.index + 1 == all.streamed.size());
+        all.streamed[p.index] += p.text;
+        ++all.fragments[p.index];
+        break;
+      case tool_piece::kind::end:
+        BOOST_REQUIRE(p.index + 1 == all.streamed.size());
+        BOOST_TEST(p.call.arguments == all.streamed[p.index]);
+        all.calls.push_back(std::move(p.call));
+        break;
+    }
+  }
+  if (all.error.empty()) all.error = o.error;
+}
+
 // Feeds `text` in pieces of `step` bytes (a token stream splits tags anywhere).
-tool_call_parser::output run(tool_format f, const tool_request& t, const std::string& text, size_t step) {
+parsed run(tool_format f, const tool_request& t, const std::string& text, size_t step) {
   tool_call_parser p(f, t);
-  tool_call_parser::output all;
-  auto take = [&](tool_call_parser::output o) {
-    all.content += o.content;
-    for (auto& c : o.calls) all.calls.push_back(std::move(c));
-    if (all.error.empty()) all.error = o.error;
-  };
-  for (size_t i = 0; i < text.size(); i += step) take(p.push(std::string_view(text).substr(i, step)));
-  take(p.finish());
+  parsed all;
+  for (size_t i = 0; i < text.size(); i += step) take(all, p.push(std::string_view(text).substr(i, step)));
+  take(all, p.finish());
   return all;
 }
 
@@ -96,7 +129,8 @@ BOOST_AUTO_TEST_CASE(malformed_calls_are_errors_never_content) {
   for (const auto& [text, why] : cases) {
     auto out = run(tool_format::hermes, t, text, 5);
     BOOST_TEST(out.error.find(why) != std::string::npos, text << " -> " << out.error);
-    BOOST_TEST(out.calls.empty());
+    // A call object complete before its closing tag went missing was a call already.
+    if (why != "ended inside a tool call") BOOST_TEST(out.calls.empty());
     BOOST_TEST(out.content.find("tool_call") == std::string::npos);
   }
 }
@@ -126,6 +160,75 @@ BOOST_AUTO_TEST_CASE(glm4_pairs_typed_by_the_schema) {
   }
   auto bad = run(tool_format::glm4, t, "<tool_call>get_weather<arg_key>city</arg_key>oops</tool_call>", 3);
   BOOST_TEST(bad.error.find("<arg_key>/<arg_value>") != std::string::npos, bad.error);
+}
+
+// Each call's name goes out as soon as it is known and its arguments as they are written,
+// token by token, however the markers are split; the fragments add up to the arguments of
+// the complete call (checked in take()).
+BOOST_AUTO_TEST_CASE(hermes_arguments_stream_while_they_are_written) {
+  const tool_request t = chat_with("").tools;
+  tool_call_parser p(tool_format::hermes, t);
+  auto a = p.push("Sure. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par");
+  BOOST_REQUIRE(a.pieces.size() == 3u);
+  BOOST_TEST((a.pieces[1].k == tool_piece::kind::begin && a.pieces[1].text == "get_weather"));
+  BOOST_TEST((a.pieces[2].k == tool_piece::kind::arguments && a.pieces[2].text == R"({"city":"Par)"));
+  auto b = p.push("is\", \"days\": 2}}\n</tool_c");
+  BOOST_REQUIRE(b.pieces.size() == 2u);  // the rest of the arguments, and the call complete
+  BOOST_TEST(b.pieces[0].text == R"(is","days":2})");
+  BOOST_TEST((b.pieces[1].k == tool_piece::kind::end && b.pieces[1].call.arguments == R"({"city":"Paris","days":2})"));
+
+  const std::string text =
+      "Sure. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa ris \\\"x\\\"\", \"days\": 2}}\n"
+      "</tool_call>\n<tool_call>{\"arguments\": {\"zone\": \"UTC\"}, \"name\": \"get_time\"}</tool_call>"
+      "<tool_call>[{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": "
+      "{\"city\": \"Rome\"}}]</tool_call> done";
+  for (size_t step : {1u, 2u, 5u, 1000u}) {
+    auto out = run(tool_format::hermes, t, text, step);
+    BOOST_TEST(out.error.empty(), out.error);
+    BOOST_TEST(out.content == "Sure. \n done");
+    BOOST_REQUIRE(out.calls.size() == 4u);
+    BOOST_TEST(out.calls[0].arguments == R"({"city":"Pa ris \"x\"","days":2})");
+    BOOST_TEST(out.calls[1].arguments == R"({"zone":"UTC"})");
+    BOOST_TEST(out.calls[2].arguments == "{}");
+    BOOST_TEST(out.calls[3].arguments == R"({"city":"Rome"})");
+    if (step == 1) {
+      BOOST_TEST(out.fragments[0] == out.calls[0].arguments.size());  // one character a token
+      BOOST_TEST(out.fragments[1] == 1u);  // written before the name: sent when the name is known
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(glm4_arguments_stream_while_they_are_written) {
+  const tool_request t = chat_with("").tools;
+  tool_call_parser p(tool_format::glm4, t);
+  auto a = p.push("<tool_call>get_weather<arg_key>city</arg_key><arg_value>Par</arg_v");
+  BOOST_REQUIRE(a.pieces.size() == 2u);
+  BOOST_TEST((a.pieces[0].k == tool_piece::kind::begin && a.pieces[0].text == "get_weather"));
+  BOOST_TEST(a.pieces[1].text == R"({"city":"Par)");  // the tag's start is held back
+  auto b = p.push("alue>\n<arg_key>days</arg_key>\n<arg_value>");
+  BOOST_REQUIRE(b.pieces.size() == 1u);
+  BOOST_TEST(b.pieces[0].text == R"(","days":)");  // an integer waits for its end
+  auto c = p.push("3</arg_value></tool_call>");
+  BOOST_REQUIRE(c.pieces.size() == 2u);
+  BOOST_TEST(c.pieces[0].text == "3}");
+  BOOST_TEST(c.pieces[1].call.arguments == R"({"city":"Par","days":3})");
+
+  const std::string text =
+      "Hi <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Z\xc3\xbcrich \"<b>\"\n</arg_value>\n"
+      "<arg_key>days</arg_key><arg_value>[1, 2]</arg_value>\n</tool_call><tool_call>get_time</tool_call>";
+  for (size_t step : {1u, 3u, 1000u}) {
+    auto out = run(tool_format::glm4, t, text, step);
+    BOOST_TEST(out.error.empty(), out.error);
+    BOOST_TEST(out.content == "Hi ");
+    BOOST_REQUIRE(out.calls.size() == 2u);
+    BOOST_TEST(out.calls[0].arguments == "{\"city\":\"Z\xc3\xbcrich \\\"<b>\\\"\\n\",\"days\":[1,2]}");
+    BOOST_TEST(args_of(out.calls[0]).at("city").as_string() == "Z\xc3\xbcrich \"<b>\"\n");
+    BOOST_TEST(out.calls[1].arguments == "{}");
+    if (step == 1) BOOST_TEST(out.fragments[0] > 10u);
+  }
+  auto twice = run(tool_format::glm4, t, "<tool_call>get_time<arg_key>zone</arg_key><arg_value>a</arg_value>"
+                                         "<arg_key>zone</arg_key><arg_value>b</arg_value></tool_call>", 2);
+  BOOST_TEST(twice.error.find("twice") != std::string::npos, twice.error);
 }
 
 BOOST_AUTO_TEST_CASE(format_detected_from_the_template) {
@@ -165,7 +268,7 @@ BOOST_AUTO_TEST_CASE(tool_requests_are_validated) {
   bad_tools(R"([{"type":"function","function":{"name":"f","parameters":{"type":"array"}}}])", "tools[0].function.parameters");
   bad_tools(R"([{"type":"function","function":{"name":"f","parameters":{"properties":[]}}}])", "tools[0].function.parameters");
   bad_tools(R"([{"type":"function","function":{"name":"f","parameters":{"required":"x"}}}])", "tools[0].function.parameters");
-  bad_tools(R"([{"type":"function","function":{"name":"f","strict":true}}])", "tools[0].function.strict");
+  bad_tools(R"([{"type":"function","function":{"name":"f","strict":1}}])", "tools[0].function.strict");
   bad_tools(R"([{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}])", "tools");
   // tool_choice without tools.
   try {
