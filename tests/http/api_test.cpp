@@ -82,6 +82,19 @@ BOOST_AUTO_TEST_CASE(tool_calls_streaming_deltas) {
   BOOST_TEST(fragments[0] > 10);
 }
 
+// max_tokens cuts the second call: the answer is "length" with the complete call only (a
+// stream has sent the cut call's start), not an error.
+BOOST_AUTO_TEST_CASE(max_tokens_inside_a_call_is_length) {
+  live_server s({}, tick, two_calls, 4096);
+  const std::string cut = ",\"max_tokens\":" + std::to_string(two_calls.size() - 16);  // in "Rome"
+  auto v = json(s.post("/v1/chat/completions", chat_body(cut)));
+  BOOST_TEST(v.at("choices").at(0).at("finish_reason").as_string() == "length");
+  BOOST_TEST(v.at("choices").at(0).at("message").at("tool_calls").as_array().size() == 1u);
+  auto [evs, done] = events(s.post("/v1/chat/completions", chat_body(cut + R"(,"stream":true)")).body);
+  BOOST_TEST(done);
+  BOOST_TEST(evs.back().at("choices").at(0).at("finish_reason").as_string() == "length");
+}
+
 BOOST_AUTO_TEST_CASE(parallel_false_ends_at_the_first_call) {
   live_server s({}, tick, two_calls, 4096);
   auto v = json(s.post("/v1/chat/completions", chat_body(R"(,"parallel_tool_calls":false)")));

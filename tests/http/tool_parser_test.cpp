@@ -214,15 +214,15 @@ BOOST_AUTO_TEST_CASE(glm4_arguments_stream_while_they_are_written) {
   BOOST_TEST(c.pieces[1].call.arguments == R"({"city":"Par","days":3})");
 
   const std::string text =
-      "Hi <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Z\xc3\xbcrich \"<b>\"\n</arg_value>\n"
+      "Hi <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value> Z\xc3\xbcrich \"<b>\"\n</arg_value>\n"
       "<arg_key>days</arg_key><arg_value>[1, 2]</arg_value>\n</tool_call><tool_call>get_time</tool_call>";
   for (size_t step : {1u, 3u, 1000u}) {
     auto out = run(tool_format::glm4, t, text, step);
     BOOST_TEST(out.error.empty(), out.error);
     BOOST_TEST(out.content == "Hi ");
     BOOST_REQUIRE(out.calls.size() == 2u);
-    BOOST_TEST(out.calls[0].arguments == "{\"city\":\"Z\xc3\xbcrich \\\"<b>\\\"\\n\",\"days\":[1,2]}");
-    BOOST_TEST(args_of(out.calls[0]).at("city").as_string() == "Z\xc3\xbcrich \"<b>\"\n");
+    BOOST_TEST(out.calls[0].arguments == "{\"city\":\"Z\xc3\xbcrich \\\"<b>\\\"\",\"days\":[1,2]}");
+    BOOST_TEST(args_of(out.calls[0]).at("city").as_string() == "Z\xc3\xbcrich \"<b>\"");  // stripped
     BOOST_TEST(out.calls[1].arguments == "{}");
     if (step == 1) BOOST_TEST(out.fragments[0] > 10u);
   }

@@ -137,7 +137,7 @@ void completion_job::feed(choice& c, const std::string& text) {
   auto r = c.stops.push(text);
   pass_text(c, std::move(r.text));
   if (r.stopped && !c.reason) {
-    if (end_tool_calls(c) && !c.reason) finish_choice(c, c.calls.empty() ? "stop" : "tool_calls");
+    if (end_tool_calls(c, false) && !c.reason) finish_choice(c, c.calls.empty() ? "stop" : "tool_calls");
     ctx_.source->cancel(c.engine_id);  // a stop string: the engine need not go on
   }
 }
@@ -154,7 +154,7 @@ void completion_job::on_end(choice& c, const token_event& ev) {
         feed(c, c.dec->flush());
         if (!c.reason) {
           pass_text(c, c.stops.finish().text);
-          if (end_tool_calls(c) && !c.reason)
+          if (end_tool_calls(c, ev.finished == finish_reason::length) && !c.reason)
             finish_choice(c, !c.calls.empty() ? "tool_calls" : ev.finished == finish_reason::stop ? "stop" : "length");
         }
         break;

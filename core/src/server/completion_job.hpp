@@ -61,7 +61,7 @@ class completion_job : public std::enable_shared_from_this<completion_job> {
   void echo_prompt(choice& c);
   void pass_text(choice& c, std::string text);
   void take_tool_output(choice& c, tool_call_parser::output out);
-  bool end_tool_calls(choice& c);
+  bool end_tool_calls(choice& c, bool cut_by_length);
   void send_tool_call(choice& c, size_t k, bool first, std::string_view arguments);
   void maybe_complete();
   boost::json::object chunk_base() const;
@@ -107,6 +107,7 @@ struct completion_job::choice {
   struct call {
     std::string id;
     parsed_tool_call fn;
+    bool complete = false;  // its end arrived (until then a stream has sent only part of it)
   };
   std::vector<call> calls;
   // Echo (completions): each prompt position's logprob, position 0 unknown, and whether the

@@ -69,6 +69,7 @@ void completion_job::take_tool_output(choice& c, tool_call_parser::output out) {
         break;
       case tool_piece::kind::end:
         c.calls[p.index].fn = std::move(p.call);
+        c.calls[p.index].complete = true;
         // parallel_tool_calls false: the answer is one call, so generation ends with it.
         if (!spec_.tools.parallel) {
           finish_choice(c, "tool_calls");
@@ -83,8 +84,15 @@ void completion_job::take_tool_output(choice& c, tool_call_parser::output out) {
 
 // The end of a choice's text: what the parser held back, and the checks that need the
 // whole answer. False when the job failed.
-bool completion_job::end_tool_calls(choice& c) {
+bool completion_job::end_tool_calls(choice& c, bool cut_by_length) {
   if (!c.tools) return true;
+  if (cut_by_length && c.tools->in_call()) {
+    // max_tokens ended the answer inside a call: finish_reason "length" says it is cut. The
+    // unfinished call is not one of the message's tool_calls (a stream has sent its start).
+    if (!c.calls.empty() && !c.calls.back().complete) c.calls.pop_back();
+    finish_choice(c, "length");
+    return true;
+  }
   take_tool_output(c, c.tools->finish());
   if (answered_) return false;
   if (spec_.tools.call_required() && c.calls.empty()) {

@@ -3,7 +3,8 @@
 // <arg_key> (or at </tool_call> when it has no arguments), each pair becomes "k":v of the
 // arguments object, and a value the schema types as a string streams out while it is
 // written. Other values are held to their </arg_value>: they are JSON when they parse as
-// JSON, else a string (as vLLM's glm4_moe parser reads them).
+// JSON, else a string. Keys and values are stripped of surrounding whitespace (as vLLM's
+// glm4_moe parser reads them; xgrammar's glm_xml grammar allows it there as layout).
 #include <boost/json.hpp>
 #include <fmt/format.h>
 
@@ -103,6 +104,7 @@ class glm4_reader final : public tool_body_reader {
       case part::before_value:
         if (!expect(value_open)) return false;
         string_ = schema_says_string(w_.function(), key_);
+        started_ = false;
         w_.arguments(fmt::format("{}\"{}\":{}", keys_.size() > 1 ? "," : "", json_escaped(key_), string_ ? "\"" : ""));
         at_ = part::value;
         return true;
@@ -140,17 +142,24 @@ class glm4_reader final : public tool_body_reader {
   }
 
   bool value() {
+    if (string_ && !started_) {  // whitespace around a value is layout (vLLM strips it too)
+      buf_.erase(0, std::min(buf_.find_first_not_of(" \t\r\n"), buf_.size()));
+      if (buf_.empty()) return false;
+      started_ = true;
+    }
     const size_t at = buf_.find(value_close);
     if (at == std::string::npos) {
       if (!string_) return false;
-      // A string value streams, all but what may be the start of </arg_value>.
-      const std::string_view ready = std::string_view(buf_).substr(0, buf_.size() - partial_tag(buf_, value_close));
+      // A string value streams, all but what may be the start of </arg_value> or trailing
+      // whitespace (held until text follows it).
+      std::string_view ready = std::string_view(buf_).substr(0, buf_.size() - partial_tag(buf_, value_close));
+      ready = ready.substr(0, std::min(ready.find_last_not_of(" \t\r\n") + 1, ready.size()));
       const size_t n = ready.size() - incomplete_utf8(ready);
       w_.arguments(json_escaped(ready.substr(0, n)));
       buf_.erase(0, n);
       return false;
     }
-    const std::string_view raw = std::string_view(buf_).substr(0, at);
+    const std::string_view raw = trim(std::string_view(buf_).substr(0, at));
     if (string_) {
       w_.arguments(json_escaped(raw) + "\"");
     } else {
@@ -168,7 +177,8 @@ class glm4_reader final : public tool_body_reader {
   part at_ = part::name;
   std::string name_, key_;
   std::set<std::string, std::less<>> keys_;
-  bool string_ = false;  // the value being read is a string by the schema
+  bool string_ = false;   // the value being read is a string by the schema
+  bool started_ = false;  // ... and its first non-space character has arrived
 };
 
 }  // namespace

@@ -72,6 +72,8 @@ class tool_call_parser {
   output push(std::string_view text);
   // End of the output: the held-back text; a call left open is an error.
   output finish();
+  // Inside <tool_call> ... (its end not yet seen).
+  bool in_call() const { return in_call_; }
 
  private:
   void scan();
