@@ -76,6 +76,16 @@ parsed run(tool_format f, const tool_request& t, const std::string& text, size_t
   return all;
 }
 
+// One push's pieces, as (kind, text) pairs (an end's text: its arguments).
+void expect_pieces(const tool_call_parser::output& o, const std::vector<std::pair<tool_piece::kind, std::string>>& want) {
+  BOOST_REQUIRE(o.pieces.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const tool_piece& p = o.pieces[i];
+    BOOST_TEST((p.k == want[i].first), "piece " << i);
+    BOOST_TEST((p.k == tool_piece::kind::end ? p.call.arguments : p.text) == want[i].second);
+  }
+}
+
 boost::json::value args_of(const parsed_tool_call& c) { return boost::json::parse(c.arguments); }
 
 void expect_400(const std::string& extra, const std::string& param) {
@@ -93,18 +103,26 @@ void expect_400(const std::string& extra, const std::string& param) {
 BOOST_AUTO_TEST_CASE(hermes_object_and_smollm2_list_in_any_split) {
   const tool_request t = chat_with("").tools;
   const std::string text =
-      "Let me look. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n"
+      "Let me look. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa ris \\\"x\\\"\", \"days\": 2}}\n"
       "</tool_call>\n<tool_call>[{\"name\": \"get_time\", \"arguments\": {}}, "
-      "{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Rome\\\"}\"}]</tool_call>";
-  for (size_t step : {1u, 3u, 7u, 1000u}) {
+      "{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Rome\\\"}\"}]</tool_call>"
+      "<tool_call>{\"arguments\": {\"zone\": \"UTC\"}, \"name\": \"get_time\"}</tool_call> done";
+  for (size_t step : {1u, 2u, 3u, 7u, 1000u}) {
     auto out = run(tool_format::hermes, t, text, step);
     BOOST_TEST(out.error.empty(), out.error);
-    BOOST_TEST(out.content == "Let me look. \n");
-    BOOST_REQUIRE(out.calls.size() == 3u);
+    BOOST_TEST(out.content == "Let me look. \n done");
+    BOOST_REQUIRE(out.calls.size() == 4u);
     BOOST_TEST(out.calls[0].name == "get_weather");
-    BOOST_TEST(args_of(out.calls[0]).at("days").as_int64() == 2);
+    BOOST_TEST(out.calls[0].arguments == R"({"city":"Pa ris \"x\"","days":2})");  // whitespace outside strings dropped
     BOOST_TEST(out.calls[1].name == "get_time");
-    BOOST_TEST(args_of(out.calls[2]).at("city").as_string() == "Rome");  // stringified arguments unwrapped
+    BOOST_TEST(out.calls[1].arguments == "{}");
+    BOOST_TEST(out.calls[2].arguments == R"({"city":"Rome"})");  // stringified arguments unwrapped
+    BOOST_TEST(out.calls[3].arguments == R"({"zone":"UTC"})");
+    if (step == 1) {
+      BOOST_TEST(out.fragments[0] == out.calls[0].arguments.size());  // one character a token
+      BOOST_TEST(out.fragments[2] == 1u);  // a string: unwrapped when it ends
+      BOOST_TEST(out.fragments[3] == 1u);  // written before the name: sent when the name is known
+    }
   }
 }
 
@@ -163,55 +181,27 @@ BOOST_AUTO_TEST_CASE(glm4_pairs_typed_by_the_schema) {
 }
 
 // Each call's name goes out as soon as it is known and its arguments as they are written,
-// token by token, however the markers are split; the fragments add up to the arguments of
-// the complete call (checked in take()).
+// however the markers are split; the fragments add up to the arguments of the complete call
+// (checked in take(), for every test here).
 BOOST_AUTO_TEST_CASE(hermes_arguments_stream_while_they_are_written) {
   const tool_request t = chat_with("").tools;
   tool_call_parser p(tool_format::hermes, t);
-  auto a = p.push("Sure. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par");
-  BOOST_REQUIRE(a.pieces.size() == 3u);
-  BOOST_TEST((a.pieces[1].k == tool_piece::kind::begin && a.pieces[1].text == "get_weather"));
-  BOOST_TEST((a.pieces[2].k == tool_piece::kind::arguments && a.pieces[2].text == R"({"city":"Par)"));
-  auto b = p.push("is\", \"days\": 2}}\n</tool_c");
-  BOOST_REQUIRE(b.pieces.size() == 2u);  // the rest of the arguments, and the call complete
-  BOOST_TEST(b.pieces[0].text == R"(is","days":2})");
-  BOOST_TEST((b.pieces[1].k == tool_piece::kind::end && b.pieces[1].call.arguments == R"({"city":"Paris","days":2})"));
-
-  const std::string text =
-      "Sure. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa ris \\\"x\\\"\", \"days\": 2}}\n"
-      "</tool_call>\n<tool_call>{\"arguments\": {\"zone\": \"UTC\"}, \"name\": \"get_time\"}</tool_call>"
-      "<tool_call>[{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": "
-      "{\"city\": \"Rome\"}}]</tool_call> done";
-  for (size_t step : {1u, 2u, 5u, 1000u}) {
-    auto out = run(tool_format::hermes, t, text, step);
-    BOOST_TEST(out.error.empty(), out.error);
-    BOOST_TEST(out.content == "Sure. \n done");
-    BOOST_REQUIRE(out.calls.size() == 4u);
-    BOOST_TEST(out.calls[0].arguments == R"({"city":"Pa ris \"x\"","days":2})");
-    BOOST_TEST(out.calls[1].arguments == R"({"zone":"UTC"})");
-    BOOST_TEST(out.calls[2].arguments == "{}");
-    BOOST_TEST(out.calls[3].arguments == R"({"city":"Rome"})");
-    if (step == 1) {
-      BOOST_TEST(out.fragments[0] == out.calls[0].arguments.size());  // one character a token
-      BOOST_TEST(out.fragments[1] == 1u);  // written before the name: sent when the name is known
-    }
-  }
+  using k = tool_piece::kind;
+  expect_pieces(p.push("Sure. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par"),
+                {{k::content, "Sure. "}, {k::begin, "get_weather"}, {k::arguments, R"({"city":"Par)"}});
+  expect_pieces(p.push("is\", \"days\": 2}}\n</tool_c"),
+                {{k::arguments, R"(is","days":2})"}, {k::end, R"({"city":"Paris","days":2})"}});
 }
 
 BOOST_AUTO_TEST_CASE(glm4_arguments_stream_while_they_are_written) {
   const tool_request t = chat_with("").tools;
   tool_call_parser p(tool_format::glm4, t);
-  auto a = p.push("<tool_call>get_weather<arg_key>city</arg_key><arg_value>Par</arg_v");
-  BOOST_REQUIRE(a.pieces.size() == 2u);
-  BOOST_TEST((a.pieces[0].k == tool_piece::kind::begin && a.pieces[0].text == "get_weather"));
-  BOOST_TEST(a.pieces[1].text == R"({"city":"Par)");  // the tag's start is held back
-  auto b = p.push("alue>\n<arg_key>days</arg_key>\n<arg_value>");
-  BOOST_REQUIRE(b.pieces.size() == 1u);
-  BOOST_TEST(b.pieces[0].text == R"(","days":)");  // an integer waits for its end
-  auto c = p.push("3</arg_value></tool_call>");
-  BOOST_REQUIRE(c.pieces.size() == 2u);
-  BOOST_TEST(c.pieces[0].text == "3}");
-  BOOST_TEST(c.pieces[1].call.arguments == R"({"city":"Par","days":3})");
+  using k = tool_piece::kind;
+  // The start of </arg_value> is held back; an integer waits for its end.
+  expect_pieces(p.push("<tool_call>get_weather<arg_key>city</arg_key><arg_value>Par</arg_v"),
+                {{k::begin, "get_weather"}, {k::arguments, R"({"city":"Par)"}});
+  expect_pieces(p.push("alue>\n<arg_key>days</arg_key>\n<arg_value>"), {{k::arguments, R"(","days":)"}});
+  expect_pieces(p.push("3</arg_value></tool_call>"), {{k::arguments, "3}"}, {k::end, R"({"city":"Par","days":3})"}});
 
   const std::string text =
       "Hi <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value> Z\xc3\xbcrich \"<b>\"\n</arg_value>\n"
