@@ -1,8 +1,9 @@
 """The agent-facing API of `tandem serve` on the default model, through the openai client:
 tools rendered into the prompt and the response shapes of a tool round trip, logit_bias,
 echo + logprobs against the logprobs of generated tokens, completions' default max_tokens,
-refused fields, API keys. (Parsing of real tool calls is covered by http_tools on recorded
-text: a 135M model does not call tools reliably.)"""
+refused fields, API keys. The 135M model does not call tools reliably by itself: real calls
+come from tool_choice required, which decodes under the calls' grammar (the parser is covered
+on recorded text by http_tools)."""
 import json
 import math
 
@@ -71,15 +72,57 @@ def test_streaming_with_tools(client, model):
         assert isinstance(json.loads(args), dict)
 
 
-def test_required_is_a_call_or_an_error(client, model):
-    try:
-        r = client.chat.completions.create(model=model, messages=ASK, tools=TOOLS, tool_choice="required",
-                                           max_tokens=40, temperature=0)
-    except openai.InternalServerError as e:  # no grammar yet: the model may not call
-        assert "tool call" in str(e)
-        return
-    assert r.choices[0].finish_reason == "tool_calls" and r.choices[0].message.tool_calls
-    _check_call_shape(r.choices[0].message)
+@pytest.mark.parametrize("parallel", [True, False])
+def test_required_is_a_call(client, model, parallel):
+    """tool_choice required decodes under the calls' grammar (the default model's hermes
+    format): the answer is a call whatever the model would have said. With parallel calls the
+    greedy 135M model repeats its call until max_tokens cuts one (finish_reason length; the
+    cut call is not in the message)."""
+    r = client.chat.completions.create(model=model, messages=ASK, tools=TOOLS, tool_choice="required",
+                                       max_tokens=60, temperature=0, parallel_tool_calls=parallel)
+    c = r.choices[0]
+    assert c.message.tool_calls
+    assert c.finish_reason == "tool_calls" if not parallel else c.finish_reason in ("tool_calls", "length")
+    assert parallel or len(c.message.tool_calls) == 1
+    _check_call_shape(c.message)
+
+
+def _streamed_calls(chunks):
+    """Per tool-call index: its deltas in order."""
+    calls = {}
+    for c in chunks:
+        for tc in (c.choices[0].delta.tool_calls or []) if c.choices else []:
+            calls.setdefault(tc.index, []).append(tc)
+    return calls
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_streamed_arguments_arrive_as_they_are_generated(client, model, parallel):
+    """As OpenAI and vLLM stream them: a call's first delta carries its index, id, type and
+    name with empty arguments; the arguments follow in fragments as they are generated, and
+    they add up to the non-streamed arguments of the same (greedy) answer. Parallel calls
+    each have their index; a call cut by max_tokens was streamed as far as it went."""
+    kw = dict(model=model, messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=80, temperature=0,
+              parallel_tool_calls=parallel)
+    answer = client.chat.completions.create(**kw).choices[0]
+    whole = answer.message.tool_calls
+    chunks = list(client.chat.completions.create(stream=True, **kw))
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == \
+        [answer.finish_reason]
+    calls = _streamed_calls(chunks)
+    cut = 1 if answer.finish_reason == "length" and len(calls) > len(whole) else 0
+    assert sorted(calls) == list(range(len(whole) + cut))
+    assert parallel or (len(whole) == 1 and answer.finish_reason == "tool_calls")
+    for k, deltas in calls.items():
+        first, rest = deltas[0], deltas[1:]
+        assert first.id and first.type == "function" and first.function.arguments == ""
+        assert all(d.id is None and d.function.name is None for d in rest)
+        if k == len(whole):
+            continue  # the call max_tokens cut
+        assert first.function.name == whole[k].function.name
+        assert len(rest) > 1, "the arguments came in one piece"
+        assert "".join(d.function.arguments for d in rest) == whole[k].function.arguments
+        json.loads(whole[k].function.arguments)
 
 
 @pytest.mark.parametrize("extra", [

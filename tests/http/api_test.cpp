@@ -47,6 +47,7 @@ BOOST_AUTO_TEST_CASE(tool_calls_streaming_deltas) {
   BOOST_TEST(done);
   std::string content;
   std::map<int64_t, std::string> names, args, ids;
+  std::map<int64_t, int> fragments;
   std::string finish;
   for (const auto& e : evs) {
     BOOST_TEST(e.at("system_fingerprint").as_string().starts_with("fp_"));
@@ -61,6 +62,10 @@ BOOST_AUTO_TEST_CASE(tool_calls_streaming_deltas) {
           ids[k] = tc.at("id").as_string();
           names[k] = tc.at("function").at("name").as_string();
           BOOST_TEST(tc.at("type").as_string() == "function");
+          BOOST_TEST(tc.at("function").at("arguments").as_string().empty());
+        } else {
+          BOOST_TEST(!tc.at("function").as_object().contains("name"));
+          ++fragments[k];
         }
         args[k] += tc.at("function").at("arguments").as_string();
       }
@@ -70,7 +75,24 @@ BOOST_AUTO_TEST_CASE(tool_calls_streaming_deltas) {
   BOOST_TEST(finish == "tool_calls");
   BOOST_REQUIRE(names.size() == 2u);
   BOOST_TEST(names[1] == "get_weather");
-  BOOST_TEST(boost::json::parse(args[0]).at("city").as_string() == "Paris");
+  // The fake source writes a byte a token: the arguments stream as they are written, and
+  // add up to what the non-streamed answer carries.
+  BOOST_TEST(args[0] == R"({"city":"Paris"})");
+  BOOST_TEST(args[1] == R"({"city":"Rome"})");
+  BOOST_TEST(fragments[0] > 10);
+}
+
+// max_tokens cuts the second call: the answer is "length" with the complete call only (a
+// stream has sent the cut call's start), not an error.
+BOOST_AUTO_TEST_CASE(max_tokens_inside_a_call_is_length) {
+  live_server s({}, tick, two_calls, 4096);
+  const std::string cut = ",\"max_tokens\":" + std::to_string(two_calls.size() - 16);  // in "Rome"
+  auto v = json(s.post("/v1/chat/completions", chat_body(cut)));
+  BOOST_TEST(v.at("choices").at(0).at("finish_reason").as_string() == "length");
+  BOOST_TEST(v.at("choices").at(0).at("message").at("tool_calls").as_array().size() == 1u);
+  auto [evs, done] = events(s.post("/v1/chat/completions", chat_body(cut + R"(,"stream":true)")).body);
+  BOOST_TEST(done);
+  BOOST_TEST(evs.back().at("choices").at(0).at("finish_reason").as_string() == "length");
 }
 
 BOOST_AUTO_TEST_CASE(parallel_false_ends_at_the_first_call) {

@@ -29,18 +29,61 @@ chat_request chat_with(const std::string& extra) {
                                             weather_tools + extra + "}"));
 }
 
+// What a parse produced, with the streaming contract checked on the way: a call's pieces
+// come begin, arguments..., end, and its fragments concatenate to the arguments its end
+// carries.
+struct parsed {
+  std::string content;
+  std::vector<parsed_tool_call> calls;   // complete calls
+  std::vector<std::string> streamed;     // per call: its fragments, concatenated
+  std::vector<size_t> fragments;         // per call: how many fragments
+  std::string error;
+};
+
+void take(parsed& all, tool_call_parser::output o) {
+  for (auto& p : o.pieces) {
+    switch (p.k) {
+      case tool_piece::kind::content:
+        all.content += p.text;
+        break;
+      case tool_piece::kind::begin:
+        BOOST_TEST(p.index == all.streamed.size());  // calls are numbered in order
+        all.streamed.emplace_back();
+        all.fragments.push_back(0);
+        BOOST_TEST(!p.text.empty());
+        break;
+      case tool_piece::kind::arguments:
+        BOOST_REQUIRE(p.index + 1 == all.streamed.size());
+        all.streamed[p.index] += p.text;
+        ++all.fragments[p.index];
+        break;
+      case tool_piece::kind::end:
+        BOOST_REQUIRE(p.index + 1 == all.streamed.size());
+        BOOST_TEST(p.call.arguments == all.streamed[p.index]);
+        all.calls.push_back(std::move(p.call));
+        break;
+    }
+  }
+  if (all.error.empty()) all.error = o.error;
+}
+
 // Feeds `text` in pieces of `step` bytes (a token stream splits tags anywhere).
-tool_call_parser::output run(tool_format f, const tool_request& t, const std::string& text, size_t step) {
+parsed run(tool_format f, const tool_request& t, const std::string& text, size_t step) {
   tool_call_parser p(f, t);
-  tool_call_parser::output all;
-  auto take = [&](tool_call_parser::output o) {
-    all.content += o.content;
-    for (auto& c : o.calls) all.calls.push_back(std::move(c));
-    if (all.error.empty()) all.error = o.error;
-  };
-  for (size_t i = 0; i < text.size(); i += step) take(p.push(std::string_view(text).substr(i, step)));
-  take(p.finish());
+  parsed all;
+  for (size_t i = 0; i < text.size(); i += step) take(all, p.push(std::string_view(text).substr(i, step)));
+  take(all, p.finish());
   return all;
+}
+
+// One push's pieces, as (kind, text) pairs (an end's text: its arguments).
+void expect_pieces(const tool_call_parser::output& o, const std::vector<std::pair<tool_piece::kind, std::string>>& want) {
+  BOOST_REQUIRE(o.pieces.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const tool_piece& p = o.pieces[i];
+    BOOST_TEST((p.k == want[i].first), "piece " << i);
+    BOOST_TEST((p.k == tool_piece::kind::end ? p.call.arguments : p.text) == want[i].second);
+  }
 }
 
 boost::json::value args_of(const parsed_tool_call& c) { return boost::json::parse(c.arguments); }
@@ -60,18 +103,26 @@ void expect_400(const std::string& extra, const std::string& param) {
 BOOST_AUTO_TEST_CASE(hermes_object_and_smollm2_list_in_any_split) {
   const tool_request t = chat_with("").tools;
   const std::string text =
-      "Let me look. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n"
+      "Let me look. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa ris \\\"x\\\"\", \"days\": 2}}\n"
       "</tool_call>\n<tool_call>[{\"name\": \"get_time\", \"arguments\": {}}, "
-      "{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Rome\\\"}\"}]</tool_call>";
-  for (size_t step : {1u, 3u, 7u, 1000u}) {
+      "{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Rome\\\"}\"}]</tool_call>"
+      "<tool_call>{\"arguments\": {\"zone\": \"UTC\"}, \"name\": \"get_time\"}</tool_call> done";
+  for (size_t step : {1u, 2u, 3u, 7u, 1000u}) {
     auto out = run(tool_format::hermes, t, text, step);
     BOOST_TEST(out.error.empty(), out.error);
-    BOOST_TEST(out.content == "Let me look. \n");
-    BOOST_REQUIRE(out.calls.size() == 3u);
+    BOOST_TEST(out.content == "Let me look. \n done");
+    BOOST_REQUIRE(out.calls.size() == 4u);
     BOOST_TEST(out.calls[0].name == "get_weather");
-    BOOST_TEST(args_of(out.calls[0]).at("days").as_int64() == 2);
+    BOOST_TEST(out.calls[0].arguments == R"({"city":"Pa ris \"x\"","days":2})");  // whitespace outside strings dropped
     BOOST_TEST(out.calls[1].name == "get_time");
-    BOOST_TEST(args_of(out.calls[2]).at("city").as_string() == "Rome");  // stringified arguments unwrapped
+    BOOST_TEST(out.calls[1].arguments == "{}");
+    BOOST_TEST(out.calls[2].arguments == R"({"city":"Rome"})");  // stringified arguments unwrapped
+    BOOST_TEST(out.calls[3].arguments == R"({"zone":"UTC"})");
+    if (step == 1) {
+      BOOST_TEST(out.fragments[0] == out.calls[0].arguments.size());  // one character a token
+      BOOST_TEST(out.fragments[2] == 1u);  // a string: unwrapped when it ends
+      BOOST_TEST(out.fragments[3] == 1u);  // written before the name: sent when the name is known
+    }
   }
 }
 
@@ -96,7 +147,8 @@ BOOST_AUTO_TEST_CASE(malformed_calls_are_errors_never_content) {
   for (const auto& [text, why] : cases) {
     auto out = run(tool_format::hermes, t, text, 5);
     BOOST_TEST(out.error.find(why) != std::string::npos, text << " -> " << out.error);
-    BOOST_TEST(out.calls.empty());
+    // A call object complete before its closing tag went missing was a call already.
+    if (why != "ended inside a tool call") BOOST_TEST(out.calls.empty());
     BOOST_TEST(out.content.find("tool_call") == std::string::npos);
   }
 }
@@ -126,6 +178,47 @@ BOOST_AUTO_TEST_CASE(glm4_pairs_typed_by_the_schema) {
   }
   auto bad = run(tool_format::glm4, t, "<tool_call>get_weather<arg_key>city</arg_key>oops</tool_call>", 3);
   BOOST_TEST(bad.error.find("<arg_key>/<arg_value>") != std::string::npos, bad.error);
+}
+
+// Each call's name goes out as soon as it is known and its arguments as they are written,
+// however the markers are split; the fragments add up to the arguments of the complete call
+// (checked in take(), for every test here).
+BOOST_AUTO_TEST_CASE(hermes_arguments_stream_while_they_are_written) {
+  const tool_request t = chat_with("").tools;
+  tool_call_parser p(tool_format::hermes, t);
+  using k = tool_piece::kind;
+  expect_pieces(p.push("Sure. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par"),
+                {{k::content, "Sure. "}, {k::begin, "get_weather"}, {k::arguments, R"({"city":"Par)"}});
+  expect_pieces(p.push("is\", \"days\": 2}}\n</tool_c"),
+                {{k::arguments, R"(is","days":2})"}, {k::end, R"({"city":"Paris","days":2})"}});
+}
+
+BOOST_AUTO_TEST_CASE(glm4_arguments_stream_while_they_are_written) {
+  const tool_request t = chat_with("").tools;
+  tool_call_parser p(tool_format::glm4, t);
+  using k = tool_piece::kind;
+  // The start of </arg_value> is held back; an integer waits for its end.
+  expect_pieces(p.push("<tool_call>get_weather<arg_key>city</arg_key><arg_value>Par</arg_v"),
+                {{k::begin, "get_weather"}, {k::arguments, R"({"city":"Par)"}});
+  expect_pieces(p.push("alue>\n<arg_key>days</arg_key>\n<arg_value>"), {{k::arguments, R"(","days":)"}});
+  expect_pieces(p.push("3</arg_value></tool_call>"), {{k::arguments, "3}"}, {k::end, R"({"city":"Par","days":3})"}});
+
+  const std::string text =
+      "Hi <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value> Z\xc3\xbcrich \"<b>\"\n</arg_value>\n"
+      "<arg_key>days</arg_key><arg_value>[1, 2]</arg_value>\n</tool_call><tool_call>get_time</tool_call>";
+  for (size_t step : {1u, 3u, 1000u}) {
+    auto out = run(tool_format::glm4, t, text, step);
+    BOOST_TEST(out.error.empty(), out.error);
+    BOOST_TEST(out.content == "Hi ");
+    BOOST_REQUIRE(out.calls.size() == 2u);
+    BOOST_TEST(out.calls[0].arguments == "{\"city\":\"Z\xc3\xbcrich \\\"<b>\\\"\",\"days\":[1,2]}");
+    BOOST_TEST(args_of(out.calls[0]).at("city").as_string() == "Z\xc3\xbcrich \"<b>\"");  // stripped
+    BOOST_TEST(out.calls[1].arguments == "{}");
+    if (step == 1) BOOST_TEST(out.fragments[0] > 10u);
+  }
+  auto twice = run(tool_format::glm4, t, "<tool_call>get_time<arg_key>zone</arg_key><arg_value>a</arg_value>"
+                                         "<arg_key>zone</arg_key><arg_value>b</arg_value></tool_call>", 2);
+  BOOST_TEST(twice.error.find("twice") != std::string::npos, twice.error);
 }
 
 BOOST_AUTO_TEST_CASE(format_detected_from_the_template) {
@@ -165,7 +258,7 @@ BOOST_AUTO_TEST_CASE(tool_requests_are_validated) {
   bad_tools(R"([{"type":"function","function":{"name":"f","parameters":{"type":"array"}}}])", "tools[0].function.parameters");
   bad_tools(R"([{"type":"function","function":{"name":"f","parameters":{"properties":[]}}}])", "tools[0].function.parameters");
   bad_tools(R"([{"type":"function","function":{"name":"f","parameters":{"required":"x"}}}])", "tools[0].function.parameters");
-  bad_tools(R"([{"type":"function","function":{"name":"f","strict":true}}])", "tools[0].function.strict");
+  bad_tools(R"([{"type":"function","function":{"name":"f","strict":1}}])", "tools[0].function.strict");
   bad_tools(R"([{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}])", "tools");
   // tool_choice without tools.
   try {

@@ -21,14 +21,16 @@ namespace tandem {
 
 // What a request constrains its output to.
 struct grammar_spec {
-  enum class kind : uint8_t { json_object, json_schema };
+  enum class kind : uint8_t { json_object, json_schema, structural_tag };
   kind k = kind::json_object;
-  std::string schema;  // json_schema: the JSON Schema text
-  // Literal text around the JSON value (tool calls: "<tool_call>" ... "</tool_call>").
-  std::string before, after;
+  // json_schema: the JSON Schema text. structural_tag: an xgrammar structural tag
+  // ({"type": "structural_tag", "format": {...}}, its documented JSON form): free text and
+  // tagged regions such as tool calls, each with its own content grammar.
+  std::string text;
 
-  static grammar_spec json_object() { return {kind::json_object, {}, {}, {}}; }
-  static grammar_spec json_schema(std::string s) { return {kind::json_schema, std::move(s), {}, {}}; }
+  static grammar_spec json_object() { return {kind::json_object, {}}; }
+  static grammar_spec json_schema(std::string s) { return {kind::json_schema, std::move(s)}; }
+  static grammar_spec structural_tag(std::string s) { return {kind::structural_tag, std::move(s)}; }
 };
 
 // The grammar or schema cannot be compiled; what() says why.

@@ -1,5 +1,5 @@
 // grammar_compiler: the tokenizer's vocabulary handed to xgrammar once (TokenizerInfo sorts
-// it into the trie its masks walk), then JSON Schemas compiled against it.
+// it into the trie its masks walk), then JSON Schemas and structural tags compiled against it.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -38,17 +38,6 @@ std::string without_source_location(std::string m) {
   return m;
 }
 
-// A GBNF string literal: quotes and backslashes escaped, control bytes as \xHH.
-std::string ebnf_literal(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
-    else if (c < 0x20) out += fmt::format("\\x{:02x}", c);
-    else out += static_cast<char>(c);
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 struct grammar_compiler::impl {
@@ -65,21 +54,15 @@ grammar_compiler::~grammar_compiler() = default;
 int32_t grammar_compiler::vocab_size() const { return impl_->vocab; }
 
 std::shared_ptr<const compiled_grammar> grammar_compiler::compile(const grammar_spec& spec) const {
-  const std::string& schema = spec.k == grammar_spec::kind::json_object ? std::string(any_object_schema) : spec.schema;
   try {
+    if (spec.k == grammar_spec::kind::structural_tag)
+      return std::make_shared<const compiled_grammar>(impl_->xg.CompileStructuralTag(spec.text), impl_->vocab);
+    const std::string& schema = spec.k == grammar_spec::kind::json_object ? std::string(any_object_schema) : spec.text;
     // Compact JSON (no free whitespace): a model that may emit any whitespace can loop on
     // newlines until max_tokens (vLLM and SGLang default to the same for xgrammar).
     // strict_mode: properties not in the schema are refused, as OpenAI's strict json_schema.
     const auto separators = std::make_pair(std::string(","), std::string(":"));
-    if (spec.before.empty() && spec.after.empty()) {
-      auto g = impl_->xg.CompileJSONSchema(schema, /*any_whitespace=*/false, std::nullopt, separators, /*strict_mode=*/true);
-      return std::make_shared<const compiled_grammar>(std::move(g), impl_->vocab);
-    }
-    std::vector<xgrammar::Grammar> parts;
-    if (!spec.before.empty()) parts.push_back(xgrammar::Grammar::FromEBNF("root ::= " + ebnf_literal(spec.before)));
-    parts.push_back(xgrammar::Grammar::FromJSONSchema(schema, false, std::nullopt, separators, true));
-    if (!spec.after.empty()) parts.push_back(xgrammar::Grammar::FromEBNF("root ::= " + ebnf_literal(spec.after)));
-    auto g = impl_->xg.CompileGrammar(xgrammar::Grammar::Concat(parts));
+    auto g = impl_->xg.CompileJSONSchema(schema, /*any_whitespace=*/false, std::nullopt, separators, /*strict_mode=*/true);
     return std::make_shared<const compiled_grammar>(std::move(g), impl_->vocab);
   } catch (const std::exception& e) {
     throw grammar_error(without_source_location(e.what()));

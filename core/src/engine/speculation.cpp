@@ -102,6 +102,8 @@ std::vector<engine::impl::verdict> engine::impl::verify(const std::vector<sequen
       if (r == draft.size() || tok != draft[r]) break;  // the rest of the draft is rejected
       ++v.accepted;
       context.push_back(tok);
+      // A drafted end token the grammar accepted ended it: no row after it can be masked.
+      if (s.req.grammar && grammar_of(s)->terminated()) break;
     }
     row += draft.size() + 1;
   }

@@ -19,12 +19,6 @@ std::string random_id(const char* prefix) {
 
 double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// The tool-call format: the server's --tool-parser, or the one the chat template teaches.
-tool_format format_for(const server_context& ctx) {
-  if (auto f = tool_format_named(ctx.opt.tool_parser)) return *f;
-  return detect_tool_format(ctx.source->chat_template_source());
-}
-
 }  // namespace
 
 completion_job::completion_job(server_context& ctx, std::shared_ptr<response_sink> sink,
@@ -32,9 +26,7 @@ completion_job::completion_job(server_context& ctx, std::shared_ptr<response_sin
     : ctx_(ctx), sink_(std::move(sink)), strand_(std::move(strand)), spec_(std::move(spec)), arrival_(arrival),
       id_(random_id(spec_.chat ? "chatcmpl-" : "cmpl-")),
       fingerprint_(system_fingerprint(*ctx.source)),
-      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()) {
-  if (spec_.tools.parse_output()) tool_format_ = format_for(ctx);
-}
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()) {}
 
 completion_job::~completion_job() {
   if (registry_key_) registry_->remove(registry_key_);
@@ -54,7 +46,7 @@ void completion_job::start() {
       // Tool-call markers may be special tokens (GLM's are): keep them in the text.
       c->dec = ctx_.source->decoder(!spec_.tools.parse_output());
       c->stops = stop_matcher(g.stop);
-      if (spec_.tools.parse_output()) c->tools = std::make_unique<tool_call_parser>(tool_format_, spec_.tools);
+      if (spec_.tools.parse_output()) c->tools = std::make_unique<tool_call_parser>(spec_.tool_fmt, spec_.tools);
       if (spec_.echo && g.logprobs >= 0) {
         c->prompt_lps.resize(spec_.prompts[p].size());
         for (size_t i = 0; i < c->prompt_lps.size(); ++i) c->prompt_lps[i] = {spec_.prompts[p][i], 0, {}, i > 0};
@@ -76,9 +68,7 @@ void completion_job::start() {
     r.presence_penalty = g.presence_penalty;
     r.frequency_penalty = g.frequency_penalty;
     r.logit_bias = g.logit_bias;
-    r.grammar = g.grammar;
-    if (!r.grammar && spec_.hermes_call_grammar && spec_.tools.parse_output() && tool_format_ == tool_format::hermes)
-      r.grammar = spec_.hermes_call_grammar;
+    r.grammar = g.grammar;  // response_format's, or the tool calls' (job_builder)
     if (spec_.echo && g.logprobs >= 0) r.prompt_logprobs = g.logprobs;
     r.session = g.user;  // the OpenAI `user` keys session retention of the prefix cache
     // Runs on the generation thread: only hand the event over.
@@ -147,7 +137,7 @@ void completion_job::feed(choice& c, const std::string& text) {
   auto r = c.stops.push(text);
   pass_text(c, std::move(r.text));
   if (r.stopped && !c.reason) {
-    if (end_tool_calls(c) && !c.reason) finish_choice(c, c.calls.empty() ? "stop" : "tool_calls");
+    if (end_tool_calls(c, false) && !c.reason) finish_choice(c, c.calls.empty() ? "stop" : "tool_calls");
     ctx_.source->cancel(c.engine_id);  // a stop string: the engine need not go on
   }
 }
@@ -164,7 +154,7 @@ void completion_job::on_end(choice& c, const token_event& ev) {
         feed(c, c.dec->flush());
         if (!c.reason) {
           pass_text(c, c.stops.finish().text);
-          if (end_tool_calls(c) && !c.reason)
+          if (end_tool_calls(c, ev.finished == finish_reason::length) && !c.reason)
             finish_choice(c, !c.calls.empty() ? "tool_calls" : ev.finished == finish_reason::stop ? "stop" : "length");
         }
         break;

@@ -29,9 +29,7 @@ struct job_spec {
   gen_params gen;
   std::vector<std::vector<int32_t>> prompts;  // validated token ids
   tool_request tools;                         // chat: the output is parsed for calls when active
-  // tool_choice required / named: the calls' grammar in the hermes format (job_builder),
-  // used when that is the format the output is parsed in.
-  std::shared_ptr<const compiled_grammar> hermes_call_grammar;
+  tool_format tool_fmt = tool_format::hermes;  // ... in this format
   bool echo = false;                          // completions: the prompt opens the text
   std::vector<std::string> prompt_texts;      // with echo, per prompt
 };
@@ -63,8 +61,8 @@ class completion_job : public std::enable_shared_from_this<completion_job> {
   void echo_prompt(choice& c);
   void pass_text(choice& c, std::string text);
   void take_tool_output(choice& c, tool_call_parser::output out);
-  bool end_tool_calls(choice& c);
-  void send_tool_call(choice& c, size_t k);
+  bool end_tool_calls(choice& c, bool cut_by_length);
+  void send_tool_call(choice& c, size_t k, bool first, std::string_view arguments);
   void maybe_complete();
   boost::json::object chunk_base() const;
   boost::json::object choice_json(choice& c, std::string text, const char* reason, bool full);
@@ -81,7 +79,6 @@ class completion_job : public std::enable_shared_from_this<completion_job> {
   clock::time_point arrival_, first_token_{};
   std::string id_, fingerprint_;
   int64_t created_;
-  tool_format tool_format_ = tool_format::hermes;
   std::vector<std::unique_ptr<choice>> choices_;
   std::shared_ptr<job_registry> registry_;
   uint64_t registry_key_ = 0;
@@ -110,6 +107,7 @@ struct completion_job::choice {
   struct call {
     std::string id;
     parsed_tool_call fn;
+    bool complete = false;  // its end arrived (until then a stream has sent only part of it)
   };
   std::vector<call> calls;
   // Echo (completions): each prompt position's logprob, position 0 unknown, and whether the

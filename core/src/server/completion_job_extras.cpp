@@ -48,37 +48,56 @@ void completion_job::pass_text(choice& c, std::string text) {
   take_tool_output(c, c.tools->push(text));
 }
 
+// The parser's pieces in the order the model wrote them: text as content, each call's first
+// delta when its function is known, its arguments as they are written, and the call kept
+// when it is complete.
 void completion_job::take_tool_output(choice& c, tool_call_parser::output out) {
-  if (!out.content.empty() || !c.lps.empty()) {
-    // Whitespace around calls is layout, not an answer.
-    if (!c.calls.empty() && blank(out.content)) out.content.clear();
-    release(c, std::move(out.content));
+  for (tool_piece& p : out.pieces) {
+    if (c.reason) break;  // parallel_tool_calls false: the first call ended the choice
+    switch (p.k) {
+      case tool_piece::kind::content:
+        // Whitespace around calls is layout, not an answer.
+        if (c.calls.empty() || !blank(p.text)) release(c, std::move(p.text));
+        break;
+      case tool_piece::kind::begin:
+        c.calls.push_back({call_id(), {std::move(p.text), {}}});
+        if (spec_.gen.stream && !answered_) send_tool_call(c, p.index, true, {});
+        break;
+      case tool_piece::kind::arguments:
+        c.calls[p.index].fn.arguments += p.text;
+        if (spec_.gen.stream && !answered_) send_tool_call(c, p.index, false, p.text);
+        break;
+      case tool_piece::kind::end:
+        c.calls[p.index].fn = std::move(p.call);
+        c.calls[p.index].complete = true;
+        // parallel_tool_calls false: the answer is one call, so generation ends with it.
+        if (!spec_.tools.parallel) {
+          finish_choice(c, "tool_calls");
+          if (!c.engine_done) ctx_.source->cancel(c.engine_id);
+        }
+        break;
+    }
   }
-  for (auto& fn : out.calls) {
-    if (!spec_.tools.parallel && !c.calls.empty()) break;  // only the first call is kept (below)
-    c.calls.push_back({call_id(), std::move(fn)});
-    if (spec_.gen.stream && !answered_) send_tool_call(c, c.calls.size() - 1);
-  }
-  if (!out.error.empty()) {
-    fail("the model produced a malformed tool call (" + out.error + ")", 500);
-    return;
-  }
-  // parallel_tool_calls false: the answer is one call, so generation ends with it.
-  if (!spec_.tools.parallel && !c.calls.empty() && !c.reason) {
-    finish_choice(c, "tool_calls");
-    if (!c.engine_done) ctx_.source->cancel(c.engine_id);
-  }
+  if (!c.lps.empty() && !c.reason) release(c, {});  // logprobs of tokens inside a call
+  if (!out.error.empty()) fail("the model produced a malformed tool call (" + out.error + ")", 500);
 }
 
 // The end of a choice's text: what the parser held back, and the checks that need the
 // whole answer. False when the job failed.
-bool completion_job::end_tool_calls(choice& c) {
+bool completion_job::end_tool_calls(choice& c, bool cut_by_length) {
   if (!c.tools) return true;
+  if (cut_by_length && c.tools->in_call()) {
+    // max_tokens ended the answer inside a call: finish_reason "length" says it is cut. The
+    // unfinished call is not one of the message's tool_calls (a stream has sent its start).
+    if (!c.calls.empty() && !c.calls.back().complete) c.calls.pop_back();
+    finish_choice(c, "length");
+    return true;
+  }
   take_tool_output(c, c.tools->finish());
   if (answered_) return false;
   if (spec_.tools.call_required() && c.calls.empty()) {
-    fail(fmt::format("tool_choice asked for {} but the model answered without a tool call (this server cannot "
-                     "constrain the output yet)", spec_.tools.choice == tool_choice_kind::named
+    fail(fmt::format("tool_choice asked for {} but the model answered without a tool call",
+                     spec_.tools.choice == tool_choice_kind::named
                                                       ? "'" + spec_.tools.forced + "'" : std::string("a call")),
          500);
     return false;
@@ -86,38 +105,33 @@ bool completion_job::end_tool_calls(choice& c) {
   return true;
 }
 
-// OpenAI's streaming shape: the first fragment of call k carries its index, id, type and
-// name with empty arguments; the next carries the arguments.
-void completion_job::send_tool_call(choice& c, size_t k) {
-  const choice::call& call = c.calls[k];
-  for (int part = 0; part < 2; ++part) {
-    boost::json::object fn;
-    boost::json::object tc;
-    tc["index"] = k;
-    if (part == 0) {
-      tc["id"] = call.id;
-      tc["type"] = "function";
-      fn["name"] = call.fn.name;
-      fn["arguments"] = "";
-    } else {
-      fn["arguments"] = call.fn.arguments;
-    }
-    tc["function"] = std::move(fn);
-    boost::json::object delta;
-    if (!c.sent_role) {
-      delta["role"] = "assistant";
-      c.sent_role = true;
-    }
-    delta["tool_calls"] = boost::json::array{std::move(tc)};
-    boost::json::object ch;
-    ch["index"] = c.index;
-    ch["delta"] = std::move(delta);
-    ch["logprobs"] = nullptr;
-    ch["finish_reason"] = nullptr;
-    boost::json::object chunk = chunk_base();
-    chunk["choices"] = boost::json::array{std::move(ch)};
-    sink_->stream(sse_event(boost::json::serialize(chunk)));
+// OpenAI's streaming shape: the first delta of call k carries its index, id, type and name
+// with empty arguments; the next ones carry fragments of the arguments.
+void completion_job::send_tool_call(choice& c, size_t k, bool first, std::string_view arguments) {
+  boost::json::object fn;
+  boost::json::object tc;
+  tc["index"] = k;
+  if (first) {
+    tc["id"] = c.calls[k].id;
+    tc["type"] = "function";
+    fn["name"] = c.calls[k].fn.name;
   }
+  fn["arguments"] = arguments;
+  tc["function"] = std::move(fn);
+  boost::json::object delta;
+  if (!c.sent_role) {
+    delta["role"] = "assistant";
+    c.sent_role = true;
+  }
+  delta["tool_calls"] = boost::json::array{std::move(tc)};
+  boost::json::object ch;
+  ch["index"] = c.index;
+  ch["delta"] = std::move(delta);
+  ch["logprobs"] = nullptr;
+  ch["finish_reason"] = nullptr;
+  boost::json::object chunk = chunk_base();
+  chunk["choices"] = boost::json::array{std::move(ch)};
+  sink_->stream(sse_event(boost::json::serialize(chunk)));
 }
 
 }  // namespace tandem::http

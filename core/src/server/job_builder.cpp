@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "api_error.hpp"
+#include "tool_grammar.hpp"
 #include "tool_prompt.hpp"
 
 namespace tandem::http {
@@ -50,28 +51,20 @@ void compile_response_format(const completion_source& src, gen_params& g) {
   }
 }
 
-// tool_choice required / named in the hermes format: <tool_call>[{"name", "arguments"}, ...]</tool_call>
-// with each function's name and its parameters schema (the forced one only when named; one
-// call when parallel_tool_calls is false), so the model cannot answer without a valid call.
-std::shared_ptr<const compiled_grammar> hermes_call_grammar(const completion_source& src, const tool_request& t) {
+// The grammar of the tool calls (tool_grammar.hpp): what xgrammar cannot compile is a 400.
+std::shared_ptr<const compiled_grammar> compile_tool_grammar(const completion_source& src, const tool_request& t,
+                                                             tool_format format) {
+  const auto spec = tool_call_grammar(t, format);
+  if (!spec) return nullptr;
   const grammar_compiler* gc = src.grammar();
-  if (!gc || !t.call_required()) return nullptr;
-  boost::json::array calls;
-  for (const tool_function& f : t.functions) {
-    if (t.choice == tool_choice_kind::named && f.name != t.forced) continue;
-    boost::json::object args = f.parameters.empty() ? boost::json::object{{"type", "object"}} : f.parameters;
-    calls.push_back(boost::json::object{
-        {"type", "object"},
-        {"properties", boost::json::object{{"name", boost::json::object{{"const", f.name}}}, {"arguments", std::move(args)}}},
-        {"required", boost::json::array{"name", "arguments"}}});
+  if (!gc) {
+    // A forced call is still checked by the parser (no call is an error); a strict tool's
+    // promise cannot be kept.
+    if (t.call_required()) return nullptr;
+    throw bad_request("this model cannot constrain its output to a grammar, which 'strict' tools need", "tools");
   }
-  boost::json::object list{{"type", "array"}, {"minItems", 1}, {"items", boost::json::object{{"anyOf", std::move(calls)}}}};
-  if (!t.parallel) list["maxItems"] = 1;
-  grammar_spec spec = grammar_spec::json_schema(boost::json::serialize(list));
-  spec.before = "<tool_call>";
-  spec.after = "</tool_call>";
   try {
-    return gc->compile(spec);
+    return gc->compile(*spec);
   } catch (const grammar_error& e) {
     throw bad_request(fmt::format("a tool's 'parameters' is not a schema this server can follow: {}", e.what()), "tools");
   }
@@ -92,18 +85,24 @@ job_spec common(const completion_source& src, gen_params g) {
 
 }  // namespace
 
-job_spec build_chat_job(const completion_source& src, chat_request r) {
+job_spec build_chat_job(const completion_source& src, chat_request r, tool_format format) {
   job_spec s = common(src, std::move(r.gen));
-  if (s.gen.grammar && r.tools.call_required())
-    throw bad_request("'response_format' cannot be combined with tool_choice required or a named function: the "
-                      "output follows the format, so no call could be made", "response_format");
+  s.tool_fmt = format;
+  if (s.gen.grammar && r.tools.parse_output()) {
+    if (r.tools.call_required())
+      throw bad_request("'response_format' cannot be combined with tool_choice required or a named function: the "
+                        "output follows the format, so no call could be made", "response_format");
+    if (tool_call_grammar(r.tools, format))
+      throw bad_request("'response_format' cannot be combined with 'strict' tools: the output follows one grammar, "
+                        "the format's or the calls'", "response_format");
+  }
   s.chat = true;
   std::string tools_json = r.tools.tools_json;
   if (r.tools.active() && !src.template_renders_tools()) {
     r.messages = with_tools_in_prompt(std::move(r.messages), tools_json);
     tools_json.clear();
   }
-  if (!s.gen.grammar) s.hermes_call_grammar = hermes_call_grammar(src, r.tools);
+  if (!s.gen.grammar && r.tools.parse_output()) s.gen.grammar = compile_tool_grammar(src, r.tools, format);
   s.tools = std::move(r.tools);
   try {
     s.prompts.push_back(src.chat_tokens(r.messages, tools_json));

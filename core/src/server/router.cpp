@@ -29,6 +29,12 @@ const route_entry routes[] = {
 
 reply json_reply(const boost::json::value& v) { return {200, boost::json::serialize(v)}; }
 
+// The tool-call format: the server's --tool-parser, or the one the chat template teaches.
+tool_format tool_format_of(const server_context& ctx) {
+  if (auto f = tool_format_named(ctx.opt.tool_parser)) return *f;
+  return detect_tool_format(ctx.source->chat_template_source());
+}
+
 }  // namespace
 
 void router::require_ready() const {
@@ -158,7 +164,7 @@ std::shared_ptr<completion_job> router::generate(bool chat, std::string_view pat
                                                  const boost::asio::any_io_executor& strand, clock::time_point arrival) {
   require_ready();
   const boost::json::value v = parse_json_body(body);
-  job_spec spec = chat ? build_chat_job(*ctx_.source, parse_chat_request(v))
+  job_spec spec = chat ? build_chat_job(*ctx_.source, parse_chat_request(v), tool_format_of(ctx_))
                        : build_completion_job(*ctx_.source, parse_completion_request(v));
   spec.route = std::string(path);
   check_admissible(*ctx_.source, spec, ctx_.opt.max_pending);  // 400 for what can never run

@@ -52,10 +52,7 @@ tool_function parse_tool(const boost::json::value& v, size_t i) {
   if (!name || !valid_function_name(*name))
     throw bad_request(fmt::format("'{}' must be 1-64 letters, digits, '_' or '-'", f.param("name")), f.param("name"));
   f.string("description");  // type-checked; the template renders it
-  if (f.boolean("strict").value_or(false))
-    throw bad_request(fmt::format("'{}' true needs grammar-constrained decoding, which this server does not "
-                                  "support yet", f.param("strict")), f.param("strict"));
-  tool_function out{*name, {}};
+  tool_function out{*name, {}, f.boolean("strict").value_or(false)};
   if (const auto* p = f.find("parameters")) {
     check_parameters(*p, f.param("parameters"));
     out.parameters = p->get_object();

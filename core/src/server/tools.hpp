@@ -18,6 +18,7 @@ namespace tandem::http {
 struct tool_function {
   std::string name;
   boost::json::object parameters;  // a JSON Schema of type object ({} when absent)
+  bool strict = false;             // its calls' arguments follow `parameters` (tool_grammar.hpp)
 };
 
 enum class tool_choice_kind : uint8_t { none, automatic, required, named };
