@@ -1,9 +1,11 @@
 // bench_spec: speculative decoding against none on one pipeline's model: decode tok/s, the
 // mean acceptance length tau (accepted + 1 per verify, vLLM's definition), per-position
 // acceptance and the speedup, for each drafter on a few tasks (greedy, chat-templated).
-// One JSON object per (task, drafter, batch) on stdout, a table on stderr.
+// One JSON object per (task, drafter, batch) on stdout, a table on stderr. Drafters run with
+// the adaptive draft length (the default); --fixed adds each drafter drafting k every step.
 //
 //   build/bench/spec/bench_spec --pipeline pipelines/cpu.yaml --tokens 128 --batch 1 --batch 8
+//   build/bench/spec/bench_spec --pipeline pipelines/default.yaml --backend cuda --batch 1 --batch 8
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
@@ -75,14 +77,18 @@ measurement run(runtime& rt, const std::string& prompt, int batch, int gen) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string pipeline;
+  std::string pipeline, backend_name;
   int gen = 128;
   std::vector<int> batches;
+  std::vector<std::string> sets;
   po::options_description opts("bench_spec options");
   opts.add_options()("help,h", "this help")(
       "pipeline", po::value(&pipeline)->default_value("pipelines/cpu.yaml"), "the pipeline without a drafter")(
       "tokens", po::value(&gen)->default_value(128), "tokens generated per request")(
-      "batch", po::value(&batches)->multitoken(), "concurrent requests (repeatable; default 1)");
+      "batch", po::value(&batches)->multitoken(), "concurrent requests (repeatable; default 1)")(
+      "backend", po::value(&backend_name), "backend plugin for every run (cpu, cuda): --set backend.plugin=NAME")(
+      "set", po::value(&sets)->multitoken(), "key=value onto the pipeline of every run (repeatable)")(
+      "fixed", "also run each drafter with adaptive: false (k draft tokens every step)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -96,11 +102,20 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (batches.empty()) batches = {1};
-  const std::vector<drafter_choice> drafters = {
+  if (!backend_name.empty()) sets.push_back("backend.plugin=" + backend_name);
+  std::vector<drafter_choice> drafters = {
       {"none", {}},
       {"ngram", {"drafter.plugin=drafter.ngram", "drafter.k=4"}},
       {"suffix", {"drafter.plugin=drafter.suffix"}},
   };
+  if (vm.count("fixed"))
+    for (size_t i = 1, n = drafters.size(); i < n; ++i) {
+      drafter_choice f = drafters[i];
+      f.name += "-fixed";
+      f.overrides.push_back("drafter.adaptive=false");
+      drafters.push_back(f);
+    }
+  for (drafter_choice& d : drafters) d.overrides.insert(d.overrides.begin(), sets.begin(), sets.end());
   try {
     for (int batch : batches) {
       std::map<std::string, double> base_tps;
@@ -108,6 +123,8 @@ int main(int argc, char** argv) {
         // One runtime per drafter: the suffix drafter's global cache learns across tasks,
         // as it would serving; tasks run in the same order for each.
         auto rt = runtime::open(pipeline, {.overrides = d.overrides, .allow_pull = true, .progress = {}});
+        for (const std::string& line : rt->summary())
+          if (line.starts_with("backend:") || line.starts_with("speculative")) std::cerr << d.name << ": " << line << "\n";
         for (const task& t : tasks) {
           const engine_stats before = rt->eng().stats();
           const measurement m = run(*rt, t.prompt, batch, gen);
@@ -131,7 +148,7 @@ int main(int argc, char** argv) {
               t.name.c_str(), d.name.c_str(), batch, static_cast<long long>(m.tokens), tps, speedup, tau, drafts,
               proposed, accepted, per_pos.c_str());
           std::fflush(stdout);
-          std::cerr << fmt::format("{:6} {:7} batch {:2}: {:8.1f} tok/s  x{:.2f}  tau {:.2f}  accepted {:.0f}/{:.0f}\n",
+          std::cerr << fmt::format("{:6} {:13} batch {:2}: {:8.1f} tok/s  x{:.2f}  tau {:.2f}  accepted {:.0f}/{:.0f}\n",
                                    t.name, d.name, batch, tps, speedup, tau, accepted, proposed);
         }
       }

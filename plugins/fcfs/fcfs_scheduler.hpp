@@ -10,6 +10,8 @@
 // step (vLLM's knob of that name), so a long prompt leaves budget to others. When a decode
 // needs a page and none is free, the youngest running request is preempted (its pages are
 // freed and it is recomputed later).
+// Speculative decoding's draft tokens share the budget: the decision's draft_budget is what
+// the items leave, and the engine trims drafts to it.
 #include <cstdint>
 
 #include "tandem/config.hpp"
