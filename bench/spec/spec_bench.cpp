@@ -114,6 +114,7 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::string pipeline, backend_name;
   int gen = 128, rounds = 1;
+  int64_t kv_tokens = 16384;
   std::vector<int> batches;
   std::vector<std::string> sets;
   po::options_description opts("bench_spec options");
@@ -125,7 +126,9 @@ int main(int argc, char** argv) {
       "set", po::value(&sets)->multitoken(), "key=value onto the pipeline of every run (repeatable)")(
       "fixed", "also run each drafter with adaptive: false (k draft tokens every step)")(
       "rounds", po::value(&rounds)->default_value(1),
-      "repeat every (task, drafter) this many times, interleaved; report medians");
+      "repeat every (task, drafter) this many times, interleaved; report medians")(
+      "kv-tokens", po::value(&kv_tokens)->default_value(16384),
+      "engine.kv_tokens of each runtime (one per drafter is open at once, so not sized from free memory)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -143,6 +146,11 @@ int main(int argc, char** argv) {
     std::cerr << "bench_spec: --rounds must be at least 1 and --tokens at least 2\n";
     return 2;
   }
+  if (kv_tokens < 1) {
+    std::cerr << "bench_spec: --kv-tokens must be at least 1\n";
+    return 2;
+  }
+  sets.insert(sets.begin(), "engine.kv_tokens=" + std::to_string(kv_tokens));  // a --set of it still wins
   if (!backend_name.empty()) sets.push_back("backend.plugin=" + backend_name);
   std::vector<drafter_choice> drafters = {
       {"none", {}},
