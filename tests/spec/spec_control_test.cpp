@@ -121,6 +121,23 @@ BOOST_AUTO_TEST_CASE(high_acceptance_keeps_drafting_and_is_faster) {
   BOOST_TEST(modest.drafted_steps > 0.9);
 }
 
+BOOST_AUTO_TEST_CASE(one_sequence_per_step_explores_untimed_sizes) {
+  // Only the batch's own size is timed: the first sequence may try a draft past it (taken as
+  // free until timed), the others wait for that step's time.
+  draft_controller c(true);
+  c.record_step(8, cpu(8));
+  draft_state a, b;
+  c.begin_step(8, 8);
+  const int k = c.choose(a, 4);
+  BOOST_TEST(k == 4);
+  c.planned(a, k);
+  BOOST_TEST(c.choose(b, 4) == 0);
+  c.record_step(12, cpu(12));
+  BOOST_TEST(c.cost().largest() == 12);
+  c.begin_step(8, 8);  // the next step: 12 rows are timed now, and at an even chance of
+  BOOST_TEST(c.choose(b, 4) == 0);  // acceptance no draft pays for its rows at batch 8
+}
+
 BOOST_AUTO_TEST_CASE(a_stopped_sequence_probes_and_resumes_when_its_text_turns_predictable) {
   draft_controller c(true);
   draft_state s;

@@ -51,6 +51,7 @@ void draft_controller::begin_step(int64_t rows, int64_t samplers) {
   rows_ = rows;
   tokens_ = static_cast<double>(samplers);
   base_timed_ = cost_.measured(rows);
+  explored_ = false;
 }
 
 int draft_controller::choose(draft_state& s, int room) {
@@ -60,13 +61,18 @@ int draft_controller::choose(draft_state& s, int room) {
   // against what it would cost to not draft.
   if (!base_timed_ || tokens_ <= 0) return 0;
   const double a = acceptance(s);
+  // Step sizes above the largest timed one are taken to cost as much as it (so that they get
+  // tried); one sequence per step may go there.
+  const int64_t known = cost_.largest();
+  const int limit = explored_ ? static_cast<int>(std::clamp<int64_t>(known - rows_, 0, room)) : room;
   int best = 0;
   double best_rate = tokens_ / cost_.seconds(rows_);
-  for (int k = 1; k <= room; ++k) {
+  for (int k = 1; k <= limit; ++k) {
     const double rate = (tokens_ + expected_accepted(a, k)) / cost_.seconds(rows_ + k);
     if (rate > best_rate) best = k, best_rate = rate;
   }
   if (best > 0) {
+    if (rows_ + best > known) explored_ = true;
     s.idle = 0;
     s.probe_every = min_probe_every;
     s.probing = false;

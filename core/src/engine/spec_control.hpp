@@ -15,7 +15,9 @@
 //                    those before are part of the step). k = 0 stops drafting for it; a
 //                    stopped sequence re-probes with one draft token now and then (every
 //                    16 eligible steps, doubling up to 256 while probes do not turn drafting
-//                    back on), since text changes (a list starts inside prose).
+//                    back on), since text changes (a list starts inside prose). Sizes above
+//                    the largest timed one are explored by one sequence per step only, so a
+//                    batch does not pay for eight guesses at once.
 //
 // Expected tokens of a k-token draft under a per-token acceptance a (each token accepted
 // only after the one before it): E(k) = a + a^2 + ... + a^k accepted, plus the target's own.
@@ -38,6 +40,8 @@ class step_cost_model {
   bool measured(int64_t rows) const { return ewma_.count(rows) > 0; }
   // Seconds of a step of `rows` rows; 0 before anything was recorded.
   double seconds(int64_t rows) const;
+  // The largest row count timed so far (0: none).
+  int64_t largest() const { return ewma_.empty() ? 0 : ewma_.rbegin()->first; }
 
  private:
   std::map<int64_t, double> ewma_;  // rows -> smoothed step seconds
@@ -79,6 +83,7 @@ class draft_controller {
   int64_t rows_ = 0;                                  // of the step being planned
   double tokens_ = 0;                                 // expected tokens of it
   bool base_timed_ = false;                           // its size without drafts was timed
+  bool explored_ = false;                             // a draft of it already goes past largest()
 };
 
 }  // namespace tandem
