@@ -153,13 +153,13 @@ BOOST_AUTO_TEST_CASE(a_stopped_sequence_probes_and_resumes_when_its_text_turns_p
   for (int i = 0; i < 600; ++i) drafted += step(0) > 0;  // prose: every draft rejected
   BOOST_TEST(drafted > 0);
   BOOST_TEST(drafted < 20);  // probes, spaced out further and further
-  BOOST_TEST(s.probe_every == draft_controller::max_probe_every);
+  BOOST_TEST(c.probe_every() == draft_controller::max_probe_every);
   int resumed_after = -1;
   for (int i = 0; i < 2 * draft_controller::max_probe_every + 10 && resumed_after < 0; ++i)
     if (step(1) > 1) resumed_after = i;  // a list starts: every draft accepted
   // Within two probes (the first accepted one weighs against the rejected history).
   BOOST_TEST(resumed_after >= 0);
-  BOOST_TEST(s.probe_every == draft_controller::min_probe_every);
+  BOOST_TEST(c.probe_every() == draft_controller::min_probe_every);
 }
 
 BOOST_AUTO_TEST_CASE(in_a_batch_a_draft_must_pay_for_its_rows_against_every_sequence) {

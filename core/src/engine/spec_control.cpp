@@ -74,15 +74,15 @@ int draft_controller::choose(draft_state& s, int room) {
   if (best > 0) {
     if (rows_ + best > known) explored_ = true;
     s.idle = 0;
-    s.probe_every = min_probe_every;
+    probe_every_ = min_probe_every;
     s.probing = false;
     return best;
   }
-  if (s.probing) {  // the last probe did not make drafting worth it: wait longer next time
+  if (s.probing) {  // the last probe did not make drafting worth it: every sequence waits longer
     s.probing = false;
-    s.probe_every = std::min(2 * s.probe_every, max_probe_every);
+    probe_every_ = std::min(2 * probe_every_, max_probe_every);
   }
-  if (++s.idle < s.probe_every) return 0;
+  if (++s.idle < probe_every_) return 0;
   s.idle = 0;
   s.probing = true;
   return 1;
@@ -91,7 +91,7 @@ int draft_controller::choose(draft_state& s, int room) {
 void draft_controller::planned(draft_state& s, int n) {
   if (n <= 0) {
     // A probe the drafter had nothing for told nothing: probe again next step.
-    if (s.probing) s.probing = false, s.idle = s.probe_every - 1;
+    if (s.probing) s.probing = false, s.idle = probe_every_ - 1;
     return;
   }
   rows_ += n;

@@ -15,7 +15,8 @@
 //                    those before are part of the step). k = 0 stops drafting for it; a
 //                    stopped sequence re-probes with one draft token now and then (every
 //                    16 eligible steps, doubling up to 256 while probes do not turn drafting
-//                    back on), since text changes (a list starts inside prose). Sizes above
+//                    back on; the interval is engine-wide), since text changes (a list
+//                    starts inside prose). Sizes above
 //                    the largest timed one are explored by one sequence per step only, so a
 //                    batch does not pay for eight guesses at once.
 //
@@ -51,7 +52,6 @@ class step_cost_model {
 struct draft_state {
   double accepted = 0, examined = 0;  // decayed counts of draft tokens
   int idle = 0;                       // eligible steps without a draft since the last one
-  int probe_every = 16;               // eligible steps between probes while stopped
   bool probing = false;               // the current draft is a probe
 };
 
@@ -74,6 +74,10 @@ class draft_controller {
   static double expected_accepted(double a, int k);
   const step_cost_model& cost() const { return cost_; }
 
+  // Eligible steps between a stopped sequence's probes: engine-wide (the requests of one
+  // workload tend to be alike, so a batch of prose backs off together rather than each
+  // sequence paying its own first probes).
+  int probe_every() const { return probe_every_; }
   static constexpr int min_probe_every = 16, max_probe_every = 256;
 
  private:
@@ -84,6 +88,7 @@ class draft_controller {
   double tokens_ = 0;                                 // expected tokens of it
   bool base_timed_ = false;                           // its size without drafts was timed
   bool explored_ = false;                             // a draft of it already goes past largest()
+  int probe_every_ = min_probe_every;
 };
 
 }  // namespace tandem
