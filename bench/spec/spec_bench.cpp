@@ -1,15 +1,25 @@
 // bench_spec: speculative decoding against none on one pipeline's model: decode tok/s, the
 // mean acceptance length tau (accepted + 1 per verify, vLLM's definition), per-position
 // acceptance and the speedup, for each drafter on a few tasks (greedy, chat-templated).
-// One JSON object per (task, drafter, batch) on stdout, a table on stderr.
+// One JSON object per (task, drafter, batch) on stdout, a table on stderr. Drafters run with
+// the adaptive draft length (the default); --fixed adds each drafter drafting k every step.
+// --rounds N repeats everything N times, each task's drafters back to back, and reports the
+// median speed and the median of the per-round ratios to no drafter (robust to a shared
+// machine's drifting load); tau and acceptance are summed over the rounds. Beside wall-clock
+// speed it reports tokens per CPU-second of the process against none (speedup_cpu_time): on
+// an oversubscribed machine that measures the work, not who held the cores.
 //
 //   build/bench/spec/bench_spec --pipeline pipelines/cpu.yaml --tokens 128 --batch 1 --batch 8
+//   build/bench/spec/bench_spec --pipeline pipelines/default.yaml --backend cuda --batch 1 --batch 8
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <fmt/format.h>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,8 +47,17 @@ struct drafter_choice {
   std::vector<std::string> overrides;  // onto the pipeline: the drafter section
 };
 
+// CPU seconds of this process (every thread): on a machine shared with other work, the
+// work a run did, which wall time mixes with the time other processes held the cores.
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 struct measurement {
   double decode_s = 0;
+  double decode_cpu_s = 0;
   int64_t tokens = 0;
   engine_stats stats;
   std::vector<std::vector<int32_t>> outputs;
@@ -53,6 +72,7 @@ measurement run(runtime& rt, const std::string& prompt, int batch, int gen) {
   m.outputs.resize(batch);
   int started = 0;
   clock_type::time_point decode_start{};
+  double cpu_start = 0;
   for (int b = 0; b < batch; ++b) {
     generation_request r;
     r.prompt = ids;
@@ -60,29 +80,70 @@ measurement run(runtime& rt, const std::string& prompt, int batch, int gen) {
     r.ignore_eos = true;
     r.on_event = [&, b](const token_event& ev) {
       if (ev.token < 0) return;
-      if (m.outputs[b].empty() && ++started == batch) decode_start = clock_type::now();
+      if (m.outputs[b].empty() && ++started == batch) decode_start = clock_type::now(), cpu_start = process_cpu_s();
       m.outputs[b].push_back(ev.token);
     };
     rt.eng().submit(std::move(r));
   }
   while (rt.eng().has_work()) rt.eng().step();
   m.decode_s = std::chrono::duration<double>(clock_type::now() - decode_start).count();
+  m.decode_cpu_s = process_cpu_s() - cpu_start;
   for (const auto& o : m.outputs) m.tokens += static_cast<int64_t>(o.size()) - 1;  // the first came with prefill
   m.stats = rt.eng().stats();
   return m;
 }
 
+// One (task, drafter) over the rounds: decode speeds, speeds relative to no drafter in the
+// same round, and the speculation counters summed.
+struct tally {
+  std::vector<double> tps, ratio, cpu_ratio;  // cpu_ratio: tokens per CPU second, against none
+  double drafts = 0, accepted = 0, proposed = 0;
+  std::vector<double> per_pos;
+  int64_t tokens = 0;
+
+  void add(const engine_stats& before, const measurement& m, double speed, double vs_none, double cpu_vs_none) {
+    tps.push_back(speed);
+    ratio.push_back(vs_none);
+    cpu_ratio.push_back(cpu_vs_none);
+    tokens += m.tokens;
+    drafts += static_cast<double>(m.stats.spec_drafts - before.spec_drafts);
+    accepted += static_cast<double>(m.stats.spec_accepted_tokens - before.spec_accepted_tokens);
+    proposed += static_cast<double>(m.stats.spec_draft_tokens - before.spec_draft_tokens);
+    if (per_pos.size() < m.stats.spec_accepted_per_pos.size()) per_pos.resize(m.stats.spec_accepted_per_pos.size());
+    for (size_t i = 0; i < m.stats.spec_accepted_per_pos.size(); ++i) {
+      const uint64_t was = i < before.spec_accepted_per_pos.size() ? before.spec_accepted_per_pos[i] : 0;
+      per_pos[i] += static_cast<double>(m.stats.spec_accepted_per_pos[i] - was);
+    }
+  }
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string pipeline;
-  int gen = 128;
+  std::string pipeline, backend_name;
+  int gen = 128, rounds = 1;
+  int64_t kv_tokens = 16384;
   std::vector<int> batches;
+  std::vector<std::string> sets;
   po::options_description opts("bench_spec options");
   opts.add_options()("help,h", "this help")(
       "pipeline", po::value(&pipeline)->default_value("pipelines/cpu.yaml"), "the pipeline without a drafter")(
       "tokens", po::value(&gen)->default_value(128), "tokens generated per request")(
-      "batch", po::value(&batches)->multitoken(), "concurrent requests (repeatable; default 1)");
+      "batch", po::value(&batches)->multitoken(), "concurrent requests (repeatable; default 1)")(
+      "backend", po::value(&backend_name), "backend plugin for every run (cpu, cuda): --set backend.plugin=NAME")(
+      "set", po::value(&sets)->multitoken(), "key=value onto the pipeline of every run (repeatable)")(
+      "fixed", "also run each drafter with adaptive: false (k draft tokens every step)")(
+      "rounds", po::value(&rounds)->default_value(1),
+      "repeat every (task, drafter) this many times, interleaved; report medians")(
+      "kv-tokens", po::value(&kv_tokens)->default_value(16384),
+      "engine.kv_tokens of each runtime (one per drafter is open at once, so not sized from free memory)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -96,45 +157,81 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (batches.empty()) batches = {1};
-  const std::vector<drafter_choice> drafters = {
+  if (rounds < 1 || gen < 2) {
+    std::cerr << "bench_spec: --rounds must be at least 1 and --tokens at least 2\n";
+    return 2;
+  }
+  if (kv_tokens < 1) {
+    std::cerr << "bench_spec: --kv-tokens must be at least 1\n";
+    return 2;
+  }
+  sets.insert(sets.begin(), "engine.kv_tokens=" + std::to_string(kv_tokens));  // a --set of it still wins
+  if (!backend_name.empty()) sets.push_back("backend.plugin=" + backend_name);
+  std::vector<drafter_choice> drafters = {
       {"none", {}},
       {"ngram", {"drafter.plugin=drafter.ngram", "drafter.k=4"}},
       {"suffix", {"drafter.plugin=drafter.suffix"}},
   };
+  if (vm.count("fixed"))
+    for (size_t i = 1, n = drafters.size(); i < n; ++i) {
+      drafter_choice f = drafters[i];
+      f.name += "-fixed";
+      f.overrides.push_back("drafter.adaptive=false");
+      drafters.push_back(f);
+    }
+  for (drafter_choice& d : drafters) d.overrides.insert(d.overrides.begin(), sets.begin(), sets.end());
   try {
     for (int batch : batches) {
-      std::map<std::string, double> base_tps;
-      for (const drafter_choice& d : drafters) {
-        // One runtime per drafter: the suffix drafter's global cache learns across tasks,
-        // as it would serving; tasks run in the same order for each.
-        auto rt = runtime::open(pipeline, {.overrides = d.overrides, .allow_pull = true, .progress = {}});
+      std::map<std::pair<std::string, std::string>, tally> tallies;  // (task, drafter)
+      for (int round = 0; round < rounds; ++round) {
+        // Fresh runtimes each round, one per drafter: the suffix drafter's global cache
+        // learns across the round's tasks, as it would serving, never from an earlier
+        // round's identical answers. Within a task the drafters run back to back, so each
+        // ratio compares runs a few seconds apart (a shared machine's load drifts).
+        std::vector<std::unique_ptr<runtime>> rts;
+        for (const drafter_choice& d : drafters) {
+          rts.push_back(runtime::open(pipeline, {.overrides = d.overrides, .allow_pull = true, .progress = {}}));
+          if (round == 0)
+            for (const std::string& line : rts.back()->summary())
+              if (line.starts_with("backend:") || line.starts_with("speculative"))
+                std::cerr << d.name << ": " << line << "\n";
+        }
         for (const task& t : tasks) {
-          const engine_stats before = rt->eng().stats();
-          const measurement m = run(*rt, t.prompt, batch, gen);
-          const double tps = static_cast<double>(m.tokens) / m.decode_s;
-          if (d.name == "none") base_tps[t.name] = tps;
-          const double drafts = static_cast<double>(m.stats.spec_drafts - before.spec_drafts);
-          const double accepted = static_cast<double>(m.stats.spec_accepted_tokens - before.spec_accepted_tokens);
-          const double proposed = static_cast<double>(m.stats.spec_draft_tokens - before.spec_draft_tokens);
-          std::string per_pos;
-          for (size_t i = 0; i < m.stats.spec_accepted_per_pos.size(); ++i) {
-            const uint64_t was = i < before.spec_accepted_per_pos.size() ? before.spec_accepted_per_pos[i] : 0;
-            per_pos += fmt::format("{}{:.3f}", i ? "," : "",
-                                   drafts > 0 ? static_cast<double>(m.stats.spec_accepted_per_pos[i] - was) / drafts : 0);
+          double base = 0, base_cpu = 0;
+          for (size_t i = 0; i < drafters.size(); ++i) {
+            runtime& rt = *rts[i];
+            const engine_stats before = rt.eng().stats();
+            const measurement m = run(rt, t.prompt, batch, gen);
+            const double tps = static_cast<double>(m.tokens) / m.decode_s;
+            const double per_cpu = static_cast<double>(m.tokens) / m.decode_cpu_s;
+            if (i == 0) base = tps, base_cpu = per_cpu;  // drafters[0] is none
+            tally& y = tallies[{t.name, drafters[i].name}];
+            y.add(before, m, tps, tps / base, per_cpu / base_cpu);
+            std::cerr << fmt::format("round {} {:6} {:13} batch {:2}: {:8.1f} tok/s  x{:.2f}  per CPU-s x{:.2f}\n", round,
+                                     t.name, drafters[i].name, batch, tps, tps / base, per_cpu / base_cpu);
           }
-          const double tau = drafts > 0 ? 1 + accepted / drafts : 1;
-          const double speedup = tps / base_tps[t.name];
-          std::printf(
-              "{\"task\":\"%s\",\"drafter\":\"%s\",\"batch\":%d,\"tokens\":%lld,\"decode_tok_s\":%.2f,"
-              "\"speedup\":%.3f,\"tau\":%.3f,\"drafts\":%.0f,\"draft_tokens\":%.0f,\"accepted\":%.0f,"
-              "\"per_position\":[%s]}\n",
-              t.name.c_str(), d.name.c_str(), batch, static_cast<long long>(m.tokens), tps, speedup, tau, drafts,
-              proposed, accepted, per_pos.c_str());
-          std::fflush(stdout);
-          std::cerr << fmt::format("{:6} {:7} batch {:2}: {:8.1f} tok/s  x{:.2f}  tau {:.2f}  accepted {:.0f}/{:.0f}\n",
-                                   t.name, d.name, batch, tps, speedup, tau, accepted, proposed);
         }
       }
+      for (const task& t : tasks)
+        for (const drafter_choice& d : drafters) {
+          const tally& y = tallies[{t.name, d.name}];
+          std::string per_pos;
+          for (size_t i = 0; i < y.per_pos.size(); ++i)
+            per_pos += fmt::format("{}{:.3f}", i ? "," : "", y.drafts > 0 ? y.per_pos[i] / y.drafts : 0);
+          const double tau = y.drafts > 0 ? 1 + y.accepted / y.drafts : 1;
+          std::printf(
+              "{\"task\":\"%s\",\"drafter\":\"%s\",\"batch\":%d,\"rounds\":%d,\"tokens\":%lld,"
+              "\"decode_tok_s\":%.2f,\"speedup\":%.3f,\"speedup_cpu_time\":%.3f,\"tau\":%.3f,\"drafts\":%.0f,\"draft_tokens\":%.0f,"
+              "\"accepted\":%.0f,\"per_position\":[%s]}\n",
+              t.name.c_str(), d.name.c_str(), batch, rounds, static_cast<long long>(y.tokens), median(y.tps),
+              median(y.ratio), median(y.cpu_ratio), tau, y.drafts, y.proposed, y.accepted, per_pos.c_str());
+          std::fflush(stdout);
+          std::cerr << fmt::format(
+              "{:6} {:13} batch {:2}: {:8.1f} tok/s  x{:.2f}  per CPU-s x{:.2f} (medians of {})  tau {:.2f}  "
+              "accepted {:.0f}/{:.0f}\n",
+              t.name, d.name, batch, median(y.tps), median(y.ratio), median(y.cpu_ratio), rounds, tau, y.accepted,
+              y.proposed);
+        }
     }
   } catch (const std::exception& e) {
     std::cerr << "bench_spec: " << e.what() << "\n";

@@ -11,6 +11,8 @@
 // needs a page and none is free, the youngest running request is preempted (its pages are
 // freed and it is recomputed later). A step in which nobody decodes has the larger budget
 // lone_prefill_tokens: a long prompt alone is not cut into max_tokens_per_step chunks.
+// Speculative decoding's draft tokens share the budget: the decision's draft_budget is what
+// the items leave, and the engine trims drafts to it.
 #include <cstdint>
 
 #include "tandem/config.hpp"

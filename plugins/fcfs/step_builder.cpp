@@ -51,6 +51,7 @@ bool step_builder::add(const sched_request& r, int64_t n, request_class cls) {
   if (need > free_) return false;
   free_ -= need;
   budget_ -= n;
+  d_.draft_budget = std::max<int64_t>(0, budget_);  // drafts get what the items leave
   d_.items.push_back({r.id, n, cls});
   return true;
 }

@@ -13,7 +13,9 @@ namespace tandem {
 class step_builder {
  public:
   step_builder(const sched_state& st, int64_t budget, int64_t max_batch)
-      : st_(st), budget_(budget), max_batch_(max_batch), free_(st.free_pages) {}
+      : st_(st), budget_(budget), max_batch_(max_batch), free_(st.free_pages) {
+    d_.draft_budget = budget;
+  }
 
   // The next step of this request computes exactly one token (a decode).
   static bool decode_next(const sched_request& r) { return r.decoding() && r.remaining() == 1; }

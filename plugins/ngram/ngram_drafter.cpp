@@ -13,6 +13,7 @@ ngram_settings ngram_settings::from(const config& cfg) {
   s.max_n = static_cast<int>(cfg.get_int("max_n"));
   s.k = static_cast<int>(cfg.get_int("k"));
   s.disable_above_batch = static_cast<int>(cfg.get_int("disable_above_batch"));
+  s.adaptive = cfg.get_bool("adaptive");
   if (s.min_n > s.max_n)
     throw config_error("drafter.min_n", "min_n (" + std::to_string(s.min_n) + ") must not exceed max_n (" +
                                             std::to_string(s.max_n) + ")");

@@ -20,6 +20,7 @@ struct ngram_settings {
   int max_n = 4;
   int k = 4;
   int disable_above_batch = 0;
+  bool adaptive = true;
   // tandem::config_error when min_n > max_n.
   static ngram_settings from(const config& cfg);
 };
@@ -31,7 +32,7 @@ std::vector<int32_t> ngram_lookup(std::span<const int32_t> tokens, int min_n, in
 class ngram_drafter final : public drafter {
  public:
   explicit ngram_drafter(ngram_settings s) : s_(s) {}
-  draft_limits limits() const override { return {s_.k, s_.disable_above_batch}; }
+  draft_limits limits() const override { return {s_.k, s_.disable_above_batch, s_.adaptive}; }
   std::vector<int32_t> propose(uint64_t seq_id, const draft_context& ctx) override;
 
  private:

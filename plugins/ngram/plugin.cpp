@@ -11,6 +11,9 @@ const tandem::config_key keys[] = {
     {"min_n", tandem::config_type::integer, "1", "shortest suffix n-gram to look up (vLLM prompt_lookup_min)", 1, 64},
     {"max_n", tandem::config_type::integer, "4", "longest suffix n-gram to look up (vLLM prompt_lookup_max)", 1, 64},
     {"k", tandem::config_type::integer, "4", "most draft tokens per step (vLLM num_speculative_tokens)", 1, 64},
+    {"adaptive", tandem::config_type::boolean, "true",
+     "the engine picks each sequence's draft length (0..k) from its acceptance and measured step times; "
+     "false = always up to k"},
     {"disable_above_batch", tandem::config_type::integer, "0",
      "no drafts in a step of more sequences than this; 0 = always draft", 0, 1 << 20},
 };

@@ -15,6 +15,7 @@ suffix_settings suffix_settings::from(const config& cfg) {
   s.max_cached_requests = cfg.get_int("max_cached_requests");
   s.max_cached_tokens = cfg.get_int("max_cached_tokens");
   s.disable_above_batch = static_cast<int>(cfg.get_int("disable_above_batch"));
+  s.adaptive = cfg.get_bool("adaptive");
   return s;
 }
 

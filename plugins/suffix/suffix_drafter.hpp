@@ -29,13 +29,14 @@ struct suffix_settings {
   int64_t max_cached_requests = 1000;
   int64_t max_cached_tokens = 65536;
   int disable_above_batch = 0;
+  bool adaptive = true;
   static suffix_settings from(const config& cfg);
 };
 
 class suffix_drafter final : public drafter {
  public:
   explicit suffix_drafter(suffix_settings s);
-  draft_limits limits() const override { return {s_.k, s_.disable_above_batch}; }
+  draft_limits limits() const override { return {s_.k, s_.disable_above_batch, s_.adaptive}; }
   std::vector<int32_t> propose(uint64_t seq_id, const draft_context& ctx) override;
   void release(uint64_t seq_id, std::span<const int32_t> output) override;
 

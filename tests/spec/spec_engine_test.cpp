@@ -16,7 +16,7 @@
 // max_tokens inside accepted runs); the pool's bookkeeping is checked after every step; at
 // T > 0 a request's tokens equal plain sampling's with the same seed, and over many seeds
 // the distributions of the first tokens agree (chi-square); `speculative: false` drafts
-// nothing.
+// nothing. With the adaptive draft length on (the default), outputs are the same.
 
 using namespace tandem;
 
@@ -125,7 +125,9 @@ void expect_acceptance(const engine_stats& s) {
                                << 1.0 + static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_drafts));
 }
 
-const std::vector<std::string> cpu = {"backend.plugin=cpu"};
+// Drafting every step (no adaptive length): these tests are about verification, so every
+// decode step must carry a draft whatever the measured costs say.
+const std::vector<std::string> cpu = {"backend.plugin=cpu", "drafter.adaptive=false"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -147,6 +149,10 @@ BOOST_AUTO_TEST_CASE(greedy_with_each_drafter_equals_no_drafter) {
   // Fewer target forwards for the same tokens.
   BOOST_TEST(ngram.stats.steps < plain.stats.steps);
   BOOST_TEST(suffix.stats.steps < plain.stats.steps);
+  // The adaptive length (the pipelines' default) drafts as measured costs say, and changes
+  // nothing else.
+  expect_identical(plain, run("spec-ngram.yaml", {"backend.plugin=cpu"}, jobs));
+  expect_identical(plain, run("spec-suffix.yaml", {"backend.plugin=cpu"}, jobs));
 }
 
 BOOST_AUTO_TEST_CASE(greedy_identical_with_prefix_caching_and_preemption) {
@@ -291,8 +297,8 @@ BOOST_AUTO_TEST_CASE(glm_greedy_with_each_drafter_equals_no_drafter) {
     j.max_new = 32;
     jobs.push_back(j);
   }
-  const std::vector<std::string> glm_ngram = {"drafter.plugin=drafter.ngram", "drafter.k=4"};
-  const std::vector<std::string> glm_suffix = {"drafter.plugin=drafter.suffix"};
+  const std::vector<std::string> glm_ngram = {"drafter.plugin=drafter.ngram", "drafter.k=4", "drafter.adaptive=false"};
+  const std::vector<std::string> glm_suffix = {"drafter.plugin=drafter.suffix", "drafter.adaptive=false"};
   const run_result plain = run("safetensors.yaml", {}, jobs);
   const run_result ngram = run("safetensors.yaml", glm_ngram, jobs);
   const run_result suffix = run("safetensors.yaml", glm_suffix, jobs);

@@ -87,4 +87,15 @@ BOOST_AUTO_TEST_CASE(bad_drafter_settings_are_errors) {
   BOOST_TEST(has_error(validate_with("drafter: { plugin: drafter.suffix, max_cached_tokens: -1 }"),
                        "drafter.max_cached_tokens", ""));
   BOOST_TEST(validate_with("drafter: { plugin: drafter.suffix, k: 8, max_depth: 16 }").errors.empty());
+  // The adaptive draft length's switch is a boolean of both drafters.
+  for (const char* d : {"drafter.ngram", "drafter.suffix"}) {
+    BOOST_TEST_CONTEXT(d) {
+      const pipeline_result bad = validate_with(std::string("drafter: { plugin: ") + d + ", adaptive: sometimes }");
+      BOOST_TEST(has_error(bad, "drafter.adaptive", ""), all(bad));
+      const pipeline_result off = validate_with(std::string("drafter: { plugin: ") + d + ", adaptive: false }");
+      BOOST_TEST(off.errors.empty(), all(off));
+      BOOST_REQUIRE(off.spec.has_value());
+      BOOST_TEST(!off.spec->drafter->cfg.get_bool("adaptive"));
+    }
+  }
 }

@@ -8,7 +8,8 @@
 //   d->release(seq_id, output);   // the request finished
 //
 // The engine asks each running decode sequence for a draft every step (unless the batch is
-// larger than limits().disable_above_batch or the request turned speculation off), appends
+// larger than limits().disable_above_batch, the request turned speculation off, or the
+// adaptive control found drafting not worth its cost for that sequence), appends
 // the draft to the sequence's step-plan row and keeps the longest prefix the target agrees
 // with, plus the target's own next token. Drafters here are deterministic: a draft is a
 // point mass, so verification needs no draft probabilities.
@@ -37,6 +38,9 @@ struct draft_context {
 struct draft_limits {
   int max_draft = 0;            // k, vLLM's num_speculative_tokens
   int disable_above_batch = 0;  // no drafts in a step of more sequences than this; 0 = never off
+  // The engine picks each sequence's draft length (0..k) from its measured acceptance and
+  // step times (core/src/engine/spec_control.hpp); false = always ask for up to k.
+  bool adaptive = true;
 };
 
 class TANDEM_API drafter : public plugin_object {

@@ -66,6 +66,10 @@ struct sched_decision {
   // purpose, requests admitted because they waited too long, items capped below what
   // they could have had.
   std::vector<uint64_t> held, escaped, capped;
+  // Speculative decoding: the most draft tokens the engine may add to this step's decodes,
+  // i.e. what the step's token budget leaves after the items (prefill chunks come first;
+  // drafts are trimmed to fit). -1: the policy has no token budget.
+  int64_t draft_budget = -1;
 };
 
 class TANDEM_API scheduler : public plugin_object {

@@ -5,6 +5,7 @@
 
 #include "engine_impl.hpp"
 #include "prompt_logprobs.hpp"
+#include "tandem/drafter.hpp"
 #include "tandem/model.hpp"
 #include "tandem/error.hpp"
 #include "tandem/scheduler.hpp"
@@ -31,7 +32,10 @@ prefix_cache::options cache_options(const prefix_cache_settings& s) {
 }  // namespace
 
 engine::impl::impl(parts parts_)
-    : p(std::move(parts_)), pool(p.kv_pages, p.page_size), cache(pool, cache_options(p.cache)) {
+    : p(std::move(parts_)),
+      pool(p.kv_pages, p.page_size),
+      cache(pool, cache_options(p.cache)),
+      drafting(p.drafter && p.drafter->limits().adaptive) {
   const prefix_cache_settings& c = p.cache;
   if (!(c.retention_share >= 0 && c.retention_share <= 1) || !(c.pin_share >= 0 && c.pin_share <= 1))
     throw config_error("engine.retention_share", "shares of the KV pool must lie in [0, 1]");
@@ -208,7 +212,7 @@ bool engine::step() {
   m.stalled = false;
   ++m.st.steps;
   try {
-    m.run(scheduled, counts);
+    m.run(scheduled, counts, d.draft_budget);
   } catch (const std::exception& e) {
     // A failed forward fails the requests of this step, not the engine.
     for (sequence* s : scheduled) {

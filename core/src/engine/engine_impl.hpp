@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "prefix_cache.hpp"
+#include "spec_control.hpp"
 #include "tandem/engine.hpp"
 #include "tandem/grammar.hpp"
 #include "tandem/kv_pool.hpp"
@@ -34,6 +35,7 @@ struct sequence {
   bool held = false;            // the scheduler is holding it back
   bool done = false;            // finished this step; removed from running
   std::unique_ptr<grammar_matcher> matcher;  // req.grammar's state after the generated tokens
+  draft_state draft;            // its acceptance so far, for the adaptive draft length
 };
 
 struct engine::impl {
@@ -58,6 +60,7 @@ struct engine::impl {
   bool stalled = false;          // the last step ran nothing and released pins
   double spec_logged_s = 0;      // when log_speculation last wrote its line
   engine_stats spec_logged;      // the speculation counters it wrote then
+  draft_controller drafting;     // draft lengths from acceptance and measured step times
 
   explicit impl(parts parts_);
 
@@ -81,7 +84,8 @@ struct engine::impl {
   sequence* admit(std::deque<seq_ptr>::iterator it, const sched_item& item);
 
   // engine_run.cpp
-  void run(std::vector<sequence*>& scheduled, const std::vector<int64_t>& counts);
+  // draft_budget: most draft tokens the step may add (the scheduler's budget left; -1 = no limit).
+  void run(std::vector<sequence*>& scheduled, const std::vector<int64_t>& counts, int64_t draft_budget);
   void retire(sequence& s);
   bool is_stop(const sequence& s, int32_t tok) const;
 
@@ -94,12 +98,12 @@ struct engine::impl {
     int proposed = 0, accepted = 0;
   };
   std::vector<std::vector<int32_t>> propose_drafts(const std::vector<sequence*>& scheduled,
-                                                   const std::vector<int64_t>& counts);
+                                                   const std::vector<int64_t>& counts, int64_t draft_budget);
   std::vector<verdict> verify(const std::vector<sequence*>& samplers,
                               const std::vector<const std::vector<int32_t>*>& drafts,
                               const std::vector<sampling_params>& params, const std::vector<int32_t>& ids);
   void keep_accepted(sequence& s, int64_t accepted_kept);
-  void note_verdict(const sequence& s, const verdict& v);
+  void note_verdict(sequence& s, const verdict& v);
   void release_draft_state(const sequence& s);
   void log_speculation();
 

@@ -28,14 +28,16 @@ void engine::impl::retire(sequence& s) {
   s.done = true;
 }
 
-void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int64_t>& counts) {
+void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int64_t>& counts,
+                       int64_t draft_budget) {
+  const double started = now();
   step_plan plan;
   plan.step = ++step_no;
   // A step that brings every row's logits to the host for prompt logprobs drafts nothing
   // (its rows are one per sampled sequence).
   const bool prompt_rows = computes_prompt_rows(scheduled);  // prompt_logprobs.cpp
   const std::vector<std::vector<int32_t>> drafts =
-      prompt_rows ? std::vector<std::vector<int32_t>>(scheduled.size()) : propose_drafts(scheduled, counts);
+      prompt_rows ? std::vector<std::vector<int32_t>>(scheduled.size()) : propose_drafts(scheduled, counts, draft_budget);
   std::vector<sampling_params> params;  // one per logits row, in row order
   std::vector<sequence*> samplers;
   std::vector<const std::vector<int32_t>*> sampler_drafts;
@@ -106,6 +108,9 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
     note_verdict(s, v);
     if (why != finish_reason::none) retire(s);
   }
+  // The adaptive draft length weighs drafts against measured step times (spec_control.hpp);
+  // a step that brought every row's logits to the host is not a decode step's cost.
+  if (!prompt_rows) drafting.record_step(plan.n_tokens(), now() - started);
   log_speculation();
 }
 

@@ -14,6 +14,7 @@
 // plain run emits (up to floating-point differences between batched and single-token
 // logits), not only the same distribution.
 #include <algorithm>
+#include <limits>
 #include <fmt/format.h>
 
 #include "engine_impl.hpp"
@@ -34,7 +35,8 @@ constexpr double spec_log_interval_s = 10;  // vLLM logs its spec-decode metrics
 }  // namespace
 
 std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector<sequence*>& scheduled,
-                                                               const std::vector<int64_t>& counts) {
+                                                               const std::vector<int64_t>& counts,
+                                                               int64_t draft_budget) {
   std::vector<std::vector<int32_t>> drafts(scheduled.size());
   drafter* d = p.drafter;
   if (!d) return drafts;
@@ -42,6 +44,14 @@ std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector
   if (lim.max_draft <= 0) return drafts;
   if (lim.disable_above_batch > 0 && static_cast<int64_t>(scheduled.size()) > lim.disable_above_batch) return drafts;
   const int64_t vocab = p.model->info().vocab;
+  int64_t rows = 0, samplers = 0;
+  for (size_t i = 0; i < scheduled.size(); ++i) {
+    rows += counts[i];
+    if (scheduled[i]->computed + counts[i] == static_cast<int64_t>(scheduled[i]->tokens.size())) ++samplers;
+  }
+  drafting.begin_step(rows, samplers);  // spec_control.hpp
+  // Drafts count against the step's token budget: what the scheduler's items left.
+  int64_t budget_left = draft_budget < 0 ? std::numeric_limits<int64_t>::max() : draft_budget;
   for (size_t i = 0; i < scheduled.size(); ++i) {
     sequence& s = *scheduled[i];
     const auto len = static_cast<int64_t>(s.tokens.size());
@@ -49,22 +59,28 @@ std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector
     // step computes it. A sequence still prefilling (or recomputing after preemption) does not.
     if (!s.req.sampling.speculative || s.generated == 0 || counts[i] != 1 || s.computed + 1 != len) continue;
     // Every emitted token counts against max_new_tokens and the context: the accepted draft
-    // plus the target's own token must fit both.
+    // plus the target's own token must fit both. The draft's KV slots come from the pages the
+    // sequence holds and free pages only: a draft never evicts a cached prefix (the cache
+    // must end up as a run without drafts leaves it) nor preempts anyone.
+    const int64_t slots = static_cast<int64_t>(s.kv.pages.size()) * pool.page_size() - (s.computed + 1) +
+                          pool.free_pages() * pool.page_size();
     const int64_t room = std::min<int64_t>({lim.max_draft, s.req.max_new_tokens - s.generated - 1,
-                                            p.max_model_len - len - 1});
-    if (room <= 0) continue;
+                                            p.max_model_len - len - 1, budget_left, slots});
+    const int k = drafting.choose(s.draft, static_cast<int>(std::max<int64_t>(0, room)));
+    if (k <= 0) continue;
     draft_context ctx;
     ctx.tokens = s.tokens;
     ctx.prompt_len = s.prompt_len;
-    ctx.max_draft = static_cast<int>(room);
+    ctx.max_draft = k;
     std::vector<int32_t> draft = d->propose(s.id, ctx);
-    if (static_cast<int64_t>(draft.size()) > room)
-      throw error(fmt::format("the drafter proposed {} tokens, at most {} were asked for", draft.size(), room));
+    if (static_cast<int64_t>(draft.size()) > k)
+      throw error(fmt::format("the drafter proposed {} tokens, at most {} were asked for", draft.size(), k));
     for (int32_t t : draft)
       if (t < 0 || t >= vocab) throw error(fmt::format("the drafter proposed token id {}, outside the vocabulary", t));
-    // The draft's KV slots come from pages nobody else was given this step; a short pool
-    // verifies nothing rather than preempting anyone.
-    if (draft.empty() || !pool.grow(s.kv.pages, s.computed + 1 + static_cast<int64_t>(draft.size()))) continue;
+    if (!draft.empty() && !pool.grow(s.kv.pages, s.computed + 1 + static_cast<int64_t>(draft.size())))
+      throw error("speculative decoding: the KV pool could not hold a draft it had room for");
+    drafting.planned(s.draft, static_cast<int>(draft.size()));
+    budget_left -= static_cast<int64_t>(draft.size());
     drafts[i] = std::move(draft);
   }
   return drafts;
@@ -123,9 +139,10 @@ void engine::impl::keep_accepted(sequence& s, int64_t accepted_kept) {
   cache.publish(s.kv, s.tokens, s.computed);
 }
 
-void engine::impl::note_verdict(const sequence& s, const verdict& v) {
+void engine::impl::note_verdict(sequence& s, const verdict& v) {
   if (v.proposed == 0) return;
   p.drafter->accepted(s.id, v.proposed, v.accepted);
+  drafting.observe(s.draft, v.proposed, v.accepted);
   ++st.spec_drafts;
   st.spec_draft_tokens += static_cast<uint64_t>(v.proposed);
   st.spec_accepted_tokens += static_cast<uint64_t>(v.accepted);

@@ -178,8 +178,8 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
                                   m.spec.scheduler.name, m.spec.transport.name));
   if (m.draft) {
     const draft_limits lim = m.draft->limits();
-    m.summary.push_back(fmt::format("speculative decoding: {}, up to {} draft tokens per step{}", m.spec.drafter->name,
-                                    lim.max_draft,
+    m.summary.push_back(fmt::format("speculative decoding: {}, {} {} draft tokens per step{}", m.spec.drafter->name,
+                                    lim.adaptive ? "adaptive, 0 to" : "up to", lim.max_draft,
                                     lim.disable_above_batch > 0
                                         ? fmt::format(", off above {} sequences per step", lim.disable_above_batch)
                                         : std::string()));

@@ -1,0 +1,111 @@
+#include "spec_control.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+namespace tandem {
+
+namespace {
+
+// Smoothing: a step time moves its row count's estimate by a fifth (the machine is shared,
+// single steps are noisy); a verdict keeps 3/4 of a sequence's history (its text can change
+// within a few dozen tokens) and 19/20 of the engine-wide one (the prior of new sequences).
+constexpr double cost_weight = 0.2, seq_keep = 0.75, global_keep = 0.95;
+// How many draft tokens' worth of evidence the engine-wide rate counts for in a sequence's.
+constexpr double prior_tokens = 2;
+
+}  // namespace
+
+void step_cost_model::record(int64_t rows, double seconds) {
+  if (rows <= 0 || !(seconds >= 0)) return;
+  auto [it, fresh] = ewma_.try_emplace(rows, seconds);
+  if (!fresh) it->second += cost_weight * (seconds - it->second);
+}
+
+double step_cost_model::seconds(int64_t rows) const {
+  if (ewma_.empty()) return 0;
+  const auto hi = ewma_.lower_bound(rows);
+  if (hi != ewma_.end() && hi->first == rows) return hi->second;
+  // Above every measured size: as costly as the largest (optimistic, so it gets tried and
+  // measured); below every one: as the smallest.
+  if (hi == ewma_.end()) return std::prev(hi)->second;
+  if (hi == ewma_.begin()) return hi->second;
+  const auto lo = std::prev(hi);
+  const double f = static_cast<double>(rows - lo->first) / static_cast<double>(hi->first - lo->first);
+  return lo->second + f * (hi->second - lo->second);
+}
+
+double draft_controller::expected_accepted(double a, int k) {
+  double e = 0, p = 1;
+  for (int i = 0; i < k; ++i) e += (p *= a);
+  return e;
+}
+
+double draft_controller::acceptance(const draft_state& s) const {
+  const double global = (global_accepted_ + 1) / (global_examined_ + 2);  // 1/2 before any evidence
+  return (s.accepted + prior_tokens * global) / (s.examined + prior_tokens);
+}
+
+void draft_controller::begin_step(int64_t rows, int64_t samplers) {
+  rows_ = rows;
+  tokens_ = static_cast<double>(samplers);
+  base_timed_ = cost_.measured(rows);
+  explored_ = false;
+}
+
+int draft_controller::choose(draft_state& s, int room) {
+  if (room <= 0) return 0;
+  if (!adaptive_) return room;
+  // A step size never timed is timed first, without drafts, so that drafting is weighed
+  // against what it would cost to not draft.
+  if (!base_timed_ || tokens_ <= 0) return 0;
+  const double a = acceptance(s);
+  // Step sizes above the largest timed one are taken to cost as much as it (so that they get
+  // tried); one sequence per step may go there.
+  const int64_t known = cost_.largest();
+  const int limit = explored_ ? static_cast<int>(std::clamp<int64_t>(known - rows_, 0, room)) : room;
+  int best = 0;
+  double best_rate = tokens_ / cost_.seconds(rows_);
+  for (int k = 1; k <= limit; ++k) {
+    const double rate = (tokens_ + expected_accepted(a, k)) / cost_.seconds(rows_ + k);
+    if (rate > best_rate) best = k, best_rate = rate;
+  }
+  if (best > 0) {
+    if (rows_ + best > known) explored_ = true;
+    s.idle = 0;
+    probe_every_ = min_probe_every;
+    s.probing = false;
+    return best;
+  }
+  if (s.probing) {  // the last probe did not make drafting worth it: every sequence waits longer
+    s.probing = false;
+    probe_every_ = std::min(2 * probe_every_, max_probe_every);
+  }
+  if (++s.idle < probe_every_) return 0;
+  s.idle = 0;
+  s.probing = true;
+  return 1;
+}
+
+void draft_controller::planned(draft_state& s, int n) {
+  if (n <= 0) {
+    // A probe the drafter had nothing for told nothing: probe again next step.
+    if (s.probing) s.probing = false, s.idle = probe_every_ - 1;
+    return;
+  }
+  rows_ += n;
+  tokens_ += expected_accepted(acceptance(s), n);
+}
+
+void draft_controller::observe(draft_state& s, int proposed, int accepted) {
+  if (proposed <= 0) return;
+  // Tokens examined: every accepted one and the first rejected one (the rest never got a say).
+  const double examined = accepted + (accepted < proposed ? 1 : 0);
+  s.accepted = seq_keep * s.accepted + accepted;
+  s.examined = seq_keep * s.examined + examined;
+  global_accepted_ = global_keep * global_accepted_ + accepted;
+  global_examined_ = global_keep * global_examined_ + examined;
+}
+
+}  // namespace tandem

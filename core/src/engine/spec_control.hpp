@@ -1,0 +1,94 @@
+#pragma once
+// Adaptive draft length (issue 16): how many draft tokens each decoding sequence verifies
+// this step. Drafting pays only when the tokens a draft is expected to add outweigh the
+// extra rows' cost, and both depend on the machine and the text: on a GPU at batch 1 a few
+// more rows are nearly free, on two CPU cores each costs about a third of a step; a count
+// is predictable, prose is not. So neither is assumed, both are measured:
+//
+//   step_cost_model  the wall time of an engine step by the rows it computed (EWMA per row
+//                    count; rows never seen are interpolated between neighbours, or taken
+//                    as free above the largest one seen so that larger drafts get tried);
+//   draft_controller per sequence, a decayed count of its draft tokens accepted / examined
+//                    (a new sequence starts from the engine-wide rate); each step it picks
+//                    the k in [0, room] that maximises the step's expected tokens per second
+//                    (greedily, sequence after sequence: the rows and expected tokens of
+//                    those before are part of the step). k = 0 stops drafting for it; a
+//                    stopped sequence re-probes with one draft token now and then (every
+//                    16 eligible steps, doubling up to 256 while probes do not turn drafting
+//                    back on; the interval is engine-wide), since text changes (a list
+//                    starts inside prose). Sizes above
+//                    the largest timed one are explored by one sequence per step only, so a
+//                    batch does not pay for eight guesses at once.
+//
+// Expected tokens of a k-token draft under a per-token acceptance a (each token accepted
+// only after the one before it): E(k) = a + a^2 + ... + a^k accepted, plus the target's own.
+//
+//   draft_controller c(true);
+//   c.begin_step(rows, samplers);             // the step's rows and sampled sequences so far
+//   int k = c.choose(s.draft, room);          // ask the drafter for at most k tokens
+//   c.planned(s.draft, draft.size());         // it returned that many: the step grows
+//   ... forward, verify ...
+//   c.observe(s.draft, proposed, accepted);
+//   c.record_step(rows, seconds);
+#include <cstdint>
+#include <map>
+
+namespace tandem {
+
+class step_cost_model {
+ public:
+  void record(int64_t rows, double seconds);
+  bool measured(int64_t rows) const { return ewma_.count(rows) > 0; }
+  // Seconds of a step of `rows` rows; 0 before anything was recorded.
+  double seconds(int64_t rows) const;
+  // The largest row count timed so far (0: none).
+  int64_t largest() const { return ewma_.empty() ? 0 : ewma_.rbegin()->first; }
+
+ private:
+  std::map<int64_t, double> ewma_;  // rows -> smoothed step seconds
+};
+
+// One sequence's part of the controller (lives in the engine's sequence).
+struct draft_state {
+  double accepted = 0, examined = 0;  // decayed counts of draft tokens
+  int idle = 0;                       // eligible steps without a draft since the last one
+  bool probing = false;               // the current draft is a probe
+};
+
+class draft_controller {
+ public:
+  explicit draft_controller(bool adaptive) : adaptive_(adaptive) {}
+  bool adaptive() const { return adaptive_; }
+
+  void begin_step(int64_t rows, int64_t samplers);
+  // The most draft tokens to ask for this step (0: none), at most `room`.
+  int choose(draft_state& s, int room);
+  // The drafter returned `n` tokens for the sequence `choose` was asked about.
+  void planned(draft_state& s, int n);
+  void observe(draft_state& s, int proposed, int accepted);
+  void record_step(int64_t rows, double seconds) { cost_.record(rows, seconds); }
+
+  // The per-token acceptance the controller assumes for s now.
+  double acceptance(const draft_state& s) const;
+  // a + a^2 + ... + a^k.
+  static double expected_accepted(double a, int k);
+  const step_cost_model& cost() const { return cost_; }
+
+  // Eligible steps between a stopped sequence's probes: engine-wide (the requests of one
+  // workload tend to be alike, so a batch of prose backs off together rather than each
+  // sequence paying its own first probes).
+  int probe_every() const { return probe_every_; }
+  static constexpr int min_probe_every = 16, max_probe_every = 256;
+
+ private:
+  bool adaptive_;
+  step_cost_model cost_;
+  double global_accepted_ = 0, global_examined_ = 0;  // engine-wide, decayed
+  int64_t rows_ = 0;                                  // of the step being planned
+  double tokens_ = 0;                                 // expected tokens of it
+  bool base_timed_ = false;                           // its size without drafts was timed
+  bool explored_ = false;                             // a draft of it already goes past largest()
+  int probe_every_ = min_probe_every;
+};
+
+}  // namespace tandem

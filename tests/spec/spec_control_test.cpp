@@ -1,0 +1,180 @@
+#define BOOST_TEST_MODULE spec_control
+#include <boost/test/unit_test.hpp>
+
+#include <functional>
+#include <random>
+
+#include "spec_control.hpp"
+
+// The adaptive draft length on its own: the step cost model's estimates, and the
+// controller's choices in a simulated decode loop. The simulation draws each draft token's
+// acceptance at a fixed rate and charges each step the time a cost curve gives its rows, the
+// curves being the two regimes that matter: backend.cpu on this 2-core machine, where a
+// step of 1 + k rows takes (1 + 0.34 k) x a one-row step (bench_spec at 2d2fb8a: code, tau
+// 1.79 with k = 4, ran at 0.76x), and a GPU at batch 1, where up to 16 rows cost the same.
+
+using namespace tandem;
+
+namespace {
+
+using cost_curve = std::function<double(int64_t rows)>;
+const cost_curve cpu = [](int64_t rows) { return 0.0075 * (1 + 0.34 * static_cast<double>(rows - 1)); };
+const cost_curve gpu = [](int64_t rows) { return rows <= 16 ? 0.0009 : 0.0009 * static_cast<double>(rows) / 16; };
+
+struct sim_result {
+  double speed = 0;          // tokens per second against no drafts on the same curve
+  double drafted_steps = 0;  // share of steps that verified a draft
+  int64_t draft_tokens = 0;
+};
+
+// One sequence decodes `steps` steps at batch 1 with a drafter that always has k tokens.
+sim_result simulate(bool adaptive, const cost_curve& cost, double accept_rate, int k, int steps, uint64_t seed = 1) {
+  draft_controller c(adaptive);
+  draft_state s;
+  std::mt19937_64 rng(seed);
+  std::bernoulli_distribution accept(accept_rate);
+  double seconds = 0, tokens = 0;
+  int drafted = 0;
+  sim_result r;
+  for (int i = 0; i < steps; ++i) {
+    c.begin_step(1, 1);
+    const int n = c.choose(s, k);
+    c.planned(s, n);
+    int ok = 0;
+    while (ok < n && accept(rng)) ++ok;
+    c.observe(s, n, ok);
+    const double t = cost(1 + n);
+    c.record_step(1 + n, t);
+    seconds += t;
+    tokens += 1 + ok;
+    drafted += n > 0;
+    r.draft_tokens += n;
+  }
+  r.speed = (tokens / seconds) / (1 / cost(1));
+  r.drafted_steps = static_cast<double>(drafted) / steps;
+  return r;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(cost_model_interpolates_between_measured_sizes) {
+  step_cost_model m;
+  BOOST_TEST(m.seconds(4) == 0.0);
+  m.record(1, 1.0);
+  BOOST_TEST(m.measured(1));
+  BOOST_TEST(!m.measured(2));
+  BOOST_TEST(m.seconds(9) == 1.0);  // above every measured size: as the largest (so it is tried)
+  m.record(5, 3.0);
+  BOOST_TEST(m.seconds(3) == 2.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(m.seconds(7) == 3.0);
+  m.record(5, 4.0);  // smoothed, not replaced
+  BOOST_TEST(m.seconds(5) > 3.0);
+  BOOST_TEST(m.seconds(5) < 4.0);
+  m.record(0, 1.0);  // nothing computed: ignored
+  BOOST_TEST(!m.measured(0));
+}
+
+BOOST_AUTO_TEST_CASE(expected_accepted_tokens_follow_the_geometric_series) {
+  BOOST_TEST(draft_controller::expected_accepted(0.5, 3) == 0.875, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(draft_controller::expected_accepted(1.0, 4) == 4.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(draft_controller::expected_accepted(0.3, 0) == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(an_untimed_step_size_is_timed_without_drafts_first) {
+  draft_controller c(true);
+  draft_state s;
+  c.begin_step(1, 1);
+  BOOST_TEST(c.choose(s, 4) == 0);
+  draft_controller off(false);
+  off.begin_step(1, 1);
+  BOOST_TEST(off.choose(s, 4) == 4);  // adaptive: false always asks for k
+  BOOST_TEST(off.choose(s, 0) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(low_acceptance_on_the_cpu_costs_under_five_percent) {
+  for (double a : {0.0, 0.1, 0.2}) {
+    BOOST_TEST_CONTEXT("acceptance " << a) {
+      const sim_result fixed = simulate(false, cpu, a, 4, 3000);
+      const sim_result adapt = simulate(true, cpu, a, 4, 3000);
+      BOOST_TEST_MESSAGE("acceptance " << a << ": fixed k=4 " << fixed.speed << "x, adaptive " << adapt.speed
+                                       << "x, drafted in " << adapt.drafted_steps << " of the steps");
+      BOOST_TEST(fixed.speed < 0.8);   // drafting every step is what made prose slower
+      BOOST_TEST(adapt.speed >= 0.95);
+      BOOST_TEST(adapt.drafted_steps < 0.05);  // stopped, re-probing now and then
+      BOOST_TEST(adapt.draft_tokens > 0);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(high_acceptance_keeps_drafting_and_is_faster) {
+  for (const auto& [curve, name] : {std::pair{cpu, "cpu"}, std::pair{gpu, "gpu"}}) {
+    BOOST_TEST_CONTEXT(name) {
+      const sim_result adapt = simulate(true, curve, 0.9, 4, 3000);
+      BOOST_TEST_MESSAGE(name << " acceptance 0.9: adaptive " << adapt.speed << "x");
+      BOOST_TEST(adapt.speed > 1.5);
+      BOOST_TEST(adapt.drafted_steps > 0.9);
+    }
+  }
+  // Where extra rows are free (a GPU at batch 1) even a modest rate pays for a full draft.
+  const sim_result modest = simulate(true, gpu, 0.3, 4, 3000);
+  BOOST_TEST(modest.speed > 1.2);
+  BOOST_TEST(modest.drafted_steps > 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(one_sequence_per_step_explores_untimed_sizes) {
+  // Only the batch's own size is timed: the first sequence may try a draft past it (taken as
+  // free until timed), the others wait for that step's time.
+  draft_controller c(true);
+  c.record_step(8, cpu(8));
+  draft_state a, b;
+  c.begin_step(8, 8);
+  const int k = c.choose(a, 4);
+  BOOST_TEST(k == 4);
+  c.planned(a, k);
+  BOOST_TEST(c.choose(b, 4) == 0);
+  c.record_step(12, cpu(12));
+  BOOST_TEST(c.cost().largest() == 12);
+  c.begin_step(8, 8);  // the next step: 12 rows are timed now, and at an even chance of
+  BOOST_TEST(c.choose(b, 4) == 0);  // acceptance no draft pays for its rows at batch 8
+}
+
+BOOST_AUTO_TEST_CASE(a_stopped_sequence_probes_and_resumes_when_its_text_turns_predictable) {
+  draft_controller c(true);
+  draft_state s;
+  auto step = [&](double accept_all) {
+    c.begin_step(1, 1);
+    const int n = c.choose(s, 4);
+    c.planned(s, n);
+    c.observe(s, n, accept_all > 0 ? n : 0);
+    c.record_step(1 + n, cpu(1 + n));
+    return n;
+  };
+  int drafted = 0;
+  for (int i = 0; i < 600; ++i) drafted += step(0) > 0;  // prose: every draft rejected
+  BOOST_TEST(drafted > 0);
+  BOOST_TEST(drafted < 20);  // probes, spaced out further and further
+  BOOST_TEST(c.probe_every() == draft_controller::max_probe_every);
+  int resumed_after = -1;
+  for (int i = 0; i < 2 * draft_controller::max_probe_every + 10 && resumed_after < 0; ++i)
+    if (step(1) > 1) resumed_after = i;  // a list starts: every draft accepted
+  // Within two probes (the first accepted one weighs against the rejected history).
+  BOOST_TEST(resumed_after >= 0);
+  BOOST_TEST(c.probe_every() == draft_controller::min_probe_every);
+}
+
+BOOST_AUTO_TEST_CASE(in_a_batch_a_draft_must_pay_for_its_rows_against_every_sequence) {
+  // On the CPU curve an extra row costs 0.34 of a one-row step. At batch 1 a sequence that
+  // accepts 60% of its draft tokens gains from a draft; at batch 8 the same row is weighed
+  // against eight sequences' tokens and does not pay, while a near-certain draft still does.
+  draft_controller c(true);
+  for (int64_t rows = 1; rows <= 16; ++rows) c.record_step(rows, cpu(rows));
+  draft_state likely, sure;
+  likely.accepted = 60, likely.examined = 100;
+  sure.accepted = 99, sure.examined = 100;
+  BOOST_TEST(c.acceptance(likely) == 0.6, boost::test_tools::tolerance(0.01));
+  c.begin_step(1, 1);
+  BOOST_TEST(c.choose(likely, 4) > 0);
+  c.begin_step(8, 8);
+  BOOST_TEST(c.choose(likely, 4) == 0);
+  BOOST_TEST(c.choose(sure, 4) > 0);
+}
