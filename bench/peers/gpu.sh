@@ -114,6 +114,10 @@ run)
   { echo "commit ${TANDEM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")} $(date -u +%FT%TZ), $(cat /tmp/llama.cpp-src/SOURCE)"
     cat "$OUT/machine.txt"
     python3 bench/peers/table.py "$OUT"; } | tee "$OUT/peers.md"
+  step "speculative decoding on backend.cuda (bench_spec, batch 1 and 8, against no drafter)"
+  timeout "${SPEC_BENCH_S:-120}" "$BUILD/bench/spec/bench_spec" --pipeline pipelines/default.yaml --backend cuda \
+    --set model="$MODEL" --batch 1 --batch 8 --rounds 1 > "$OUT/bench_spec.txt" 2>&1
+  grep -vE '^\[|^\{' "$OUT/bench_spec.txt" | tail -30
   ;;
 *) echo "usage: gpu.sh build|tests|run"; exit 2 ;;
 esac
