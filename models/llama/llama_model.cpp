@@ -301,6 +301,17 @@ tensor_view llama_model::hidden_states(int i) const {
   return tensor_view::contiguous(base, be_.activation_type(), {n_tokens_, hp_.hidden}, be_.dev());
 }
 
+// Under a tensor split the head holds this rank's slice of the vocabulary, and under a
+// pipeline split rank 0 holds only the head: neither is the whole table a drafter needs.
+const linear_weight* llama_model::token_embedding() const {
+  return tp_.split() || tp_.pp.stages > 1 ? nullptr : tok_embd_.get();
+}
+
+const linear_weight* llama_model::output_head() const {
+  if (tp_.split() || tp_.pp.stages > 1) return nullptr;
+  return output_ ? output_.get() : tok_embd_.get();
+}
+
 std::vector<int32_t> llama_model::sample(const std::vector<sampling_params>& params) {
   if (static_cast<int64_t>(params.size()) != n_rows_)
     throw error("sample: " + std::to_string(params.size()) + " parameter sets for " +

@@ -69,6 +69,8 @@ class llama_model final : public model {
   // Residual stream of the last forward: after opt.hidden_layers[i], or (i = -1) the final
   // layer's output before the output norm. [n_tokens, hidden].
   tensor_view hidden_states(int i = -1) const override;
+  const linear_weight* token_embedding() const override;
+  const linear_weight* output_head() const override;
 
  private:
   struct layer {

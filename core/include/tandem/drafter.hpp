@@ -14,11 +14,14 @@
 // with, plus the target's own next token. Drafters here are deterministic: a draft is a
 // point mass, so verification needs no draft probabilities.
 //
-// Drafters conditioned on the target (DFlash2, MTP) would read the target's last hidden
-// states, which needs_hidden_states() asks for; the engine does not supply them yet and the
-// runtime refuses such a drafter with a clear error.
+// A drafter conditioned on the target (DFlash2; later MTP) names the target layers it reads
+// (target_layers()). The runtime then bind()s it to the target's backend, embedding table and
+// output head, and after every forward pass the engine hands it the residual stream at those
+// layers for each sequence's newly committed tokens (observe()): prompt chunks, plain decode
+// tokens, and a verify step's accepted rows (never a rejected draft's).
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "tandem/export.hpp"
@@ -27,11 +30,25 @@
 
 namespace tandem {
 
+class backend;
+class linear_weight;
+
 struct draft_context {
   std::span<const int32_t> tokens;  // the sequence so far (prompt + accepted output)
   int64_t prompt_len = 0;           // tokens[0, prompt_len) is the prompt
-  tensor_view hidden;               // [n, hidden] target states of the newest tokens; may be empty
   int max_draft = 0;                // propose at most this many
+};
+
+// What a drafter conditioned on the target shares with it (drafter::bind). The pointers stay
+// valid while the drafter lives.
+struct draft_target {
+  backend* be = nullptr;                     // the target's backend: its device memory and ops
+  const linear_weight* embedding = nullptr;  // the token embedding table {vocab, hidden}
+  const linear_weight* lm_head = nullptr;    // the output head {vocab, hidden} (the table when tied)
+  std::string arch;                          // model_info::arch
+  int n_layers = 0;
+  int64_t hidden = 0;
+  int64_t vocab = 0;
 };
 
 // The engine's part of a drafter's settings.
@@ -56,7 +73,24 @@ class TANDEM_API drafter : public plugin_object {
   // The sequence is finished (or cancelled); drop its state. `output` is every token it
   // generated (drafters that learn from finished outputs keep it).
   virtual void release(uint64_t seq_id, std::span<const int32_t> output) { (void)seq_id, (void)output; }
-  virtual bool needs_hidden_states() const { return false; }
+
+  // ---- Drafters conditioned on the target's hidden states. The defaults suit one that is not.
+
+  // The target layers whose residual stream (after the layer's FFN, before the final norm;
+  // Hugging Face's hidden_states[l + 1]) this drafter reads, in the order observe() passes
+  // them; empty: none.
+  virtual std::vector<int> target_layers() const { return {}; }
+  // Once, before anything else, when target_layers() is not empty. config_error (naming the
+  // drafter's setting) when the drafter cannot run with this target or backend.
+  virtual void bind(const draft_target& target) { (void)target; }
+  // The target's states for committed tokens [first_pos, first_pos + n) of a sequence:
+  // taps[i] is [n, hidden] at target_layers()[i], in the backend's memory, valid during the
+  // call only. first_pos at or before positions it already holds means those were recomputed
+  // (after a preemption): it drops them and keeps the new ones. Positions never observed (a
+  // prompt prefix served by the prefix cache) stay absent.
+  virtual void observe(uint64_t seq_id, int64_t first_pos, std::span<const tensor_view> taps) {
+    (void)seq_id, (void)first_pos, (void)taps;
+  }
 };
 
 }  // namespace tandem

@@ -92,6 +92,11 @@ class TANDEM_API model {
   // The residual stream of the last forward at opt.hidden_layers[i] (device memory,
   // [n_tokens, hidden]); i = -1: the final layer's output before the output norm.
   virtual tensor_view hidden_states(int i = -1) const = 0;
+  // The token embedding table and the output head {vocab, hidden} (the table again when
+  // tied), for a drafter that shares them; null when this process does not hold them whole
+  // (the vocabulary split over ranks).
+  virtual const linear_weight* token_embedding() const { return nullptr; }
+  virtual const linear_weight* output_head() const { return nullptr; }
 };
 
 }  // namespace tandem

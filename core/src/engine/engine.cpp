@@ -36,6 +36,7 @@ engine::impl::impl(parts parts_)
       pool(p.kv_pages, p.page_size),
       cache(pool, cache_options(p.cache)),
       drafting(p.drafter && p.drafter->limits().adaptive) {
+  if (p.drafter) draft_taps = p.drafter->target_layers();
   const prefix_cache_settings& c = p.cache;
   if (!(c.retention_share >= 0 && c.retention_share <= 1) || !(c.pin_share >= 0 && c.pin_share <= 1))
     throw config_error("engine.retention_share", "shares of the KV pool must lie in [0, 1]");

@@ -16,6 +16,7 @@
 #include "tandem/engine.hpp"
 #include "tandem/grammar.hpp"
 #include "tandem/kv_pool.hpp"
+#include "tandem/step_plan.hpp"
 
 namespace tandem {
 
@@ -61,6 +62,7 @@ struct engine::impl {
   double spec_logged_s = 0;      // when log_speculation last wrote its line
   engine_stats spec_logged;      // the speculation counters it wrote then
   draft_controller drafting;     // draft lengths from acceptance and measured step times
+  std::vector<int> draft_taps;   // target layers the drafter reads (drafter::target_layers)
 
   explicit impl(parts parts_);
 
@@ -105,6 +107,9 @@ struct engine::impl {
   void keep_accepted(sequence& s, int64_t accepted_kept);
   void note_verdict(sequence& s, const verdict& v);
   void release_draft_state(const sequence& s);
+  // Hands the drafter the target's states of the rows each sequence committed this step.
+  void observe_committed(const step_plan& plan, const std::vector<sequence*>& scheduled,
+                         const std::vector<int64_t>& start, const std::vector<int64_t>& committed);
   void log_speculation();
 
   // prompt_logprobs.cpp

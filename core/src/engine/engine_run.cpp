@@ -68,7 +68,7 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
     std::vector<uint8_t> bytes = encode(plan);
     p.comm->broadcast(bytes, 0);
   }
-  p.model->forward(plan, forward_options{.all_logits = prompt_rows});
+  p.model->forward(plan, forward_options{.all_logits = prompt_rows, .hidden_layers = draft_taps});
   std::vector<verdict> verdicts;
   if (prompt_rows) {
     std::vector<token_event> events(samplers.size());
@@ -78,8 +78,13 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
     verdicts = verify(samplers, sampler_drafts, params, p.model->sample(params));
   }
 
+  // Each sequence's first position this step and the rows it keeps: all of a prompt chunk,
+  // a decode row with its accepted drafts (set below; rejected ones are not committed).
+  std::vector<int64_t> start(scheduled.size()), committed(scheduled.size());
   for (size_t i = 0; i < scheduled.size(); ++i) {
     sequence& s = *scheduled[i];
+    start[i] = s.computed;
+    committed[i] = counts[i];
     st.prompt_tokens += static_cast<uint64_t>(std::max<int64_t>(0, std::min(s.prompt_len, s.computed + counts[i]) - s.computed));
     s.computed += counts[i];
     cache.publish(s.kv, s.tokens, s.computed);  // full pages, prompt or generated, become shareable
@@ -105,9 +110,12 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
       emit(s, std::move(ev));
     }
     keep_accepted(s, static_cast<int64_t>(emitted) - 1);  // every emitted token but the last has its KV
+    const auto at = static_cast<size_t>(std::find(scheduled.begin(), scheduled.end(), &s) - scheduled.begin());
+    committed[at] += static_cast<int64_t>(emitted) - 1;
     note_verdict(s, v);
     if (why != finish_reason::none) retire(s);
   }
+  if (!draft_taps.empty()) observe_committed(plan, scheduled, start, committed);
   // The adaptive draft length weighs drafts against measured step times (spec_control.hpp);
   // a step that brought every row's logits to the host is not a decode step's cost.
   if (!prompt_rows) drafting.record_step(plan.n_tokens(), now() - started);

@@ -156,6 +156,26 @@ void engine::impl::release_draft_state(const sequence& s) {
   p.drafter->release(s.id, std::span<const int32_t>(s.tokens).subspan(std::min(n, s.tokens.size())));
 }
 
+void engine::impl::observe_committed(const step_plan& plan, const std::vector<sequence*>& scheduled,
+                                     const std::vector<int64_t>& start, const std::vector<int64_t>& committed) {
+  std::vector<tensor_view> all(draft_taps.size()), taps(draft_taps.size());
+  for (size_t t = 0; t < draft_taps.size(); ++t) all[t] = p.model->hidden_states(static_cast<int>(t));
+  int64_t row = 0;  // the sequence's first row of the step (plan order: each one's tokens, then its draft)
+  for (size_t i = 0; i < scheduled.size(); ++i) {
+    const int64_t rows = static_cast<int64_t>(plan.seqs[i].tokens.size());
+    if (!scheduled[i]->done && committed[i] > 0) {
+      for (size_t t = 0; t < all.size(); ++t) {
+        tensor_view v = all[t];
+        v.data = static_cast<char*>(v.data) + row * v.strides[0] * static_cast<int64_t>(traits(v.type).block_bytes);
+        v.shape[0] = committed[i];
+        taps[t] = v;
+      }
+      p.drafter->observe(scheduled[i]->id, start[i], taps);
+    }
+    row += rows;
+  }
+}
+
 // vLLM's periodic spec-decode line: mean acceptance length = 1 + accepted / drafts over the
 // interval (the target's own token counts), draft acceptance rate, and per position.
 void engine::impl::log_speculation() {

@@ -105,6 +105,30 @@ prefix_cache_settings cache_settings(const config& eng) {
   return c;
 }
 
+// A drafter that reads the target's hidden states gets the target's backend, embedding
+// table and head; one whose layers or needs this target cannot meet is refused at start.
+void bind_drafter(drafter& d, const std::string& name, const model& mdl, backend& be) {
+  const std::vector<int> layers = d.target_layers();
+  if (layers.empty()) return;
+  const model_info& info = mdl.info();
+  for (int l : layers)
+    if (l < 0 || l >= info.n_layers)
+      throw config_error("drafter.plugin", fmt::format("{} reads target layer {}, but the model ({}) has layers 0..{}",
+                                                       name, l, info.arch, info.n_layers - 1));
+  draft_target t;
+  t.be = &be;
+  t.embedding = mdl.token_embedding();
+  t.lm_head = mdl.output_head();
+  if (!t.embedding || !t.lm_head)
+    throw config_error("drafter.plugin", name + " shares the target's embedding table and head, which this process "
+                                                "does not hold whole (topology with tensor or pipeline parallel ranks)");
+  t.arch = info.arch;
+  t.n_layers = info.n_layers;
+  t.hidden = info.hidden;
+  t.vocab = info.vocab;
+  d.bind(t);
+}
+
 }  // namespace
 
 std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const runtime_options& opt) {
@@ -129,11 +153,6 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   m.sched = m.host->create<scheduler>(m.spec.scheduler.name, m.spec.scheduler.cfg);
   if (m.spec.drafter) {
     m.draft = m.host->create<drafter>(m.spec.drafter->name, m.spec.drafter->cfg);
-    // The engine passes no hidden states yet; a drafter that needs them cannot run here.
-    if (m.draft->needs_hidden_states())
-      throw config_error("drafter.plugin", m.spec.drafter->name +
-                                               " conditions on the target's hidden states, which this engine "
-                                               "does not supply to drafters yet");
   }
   m.tok = std::make_unique<tokenizer>(tokenizer::from_metadata(m.weights->meta(), model_file.string()));
   if (auto tmpl = m.weights->meta().get_string("tokenizer.chat_template"))
@@ -144,6 +163,7 @@ std::unique_ptr<runtime> runtime::open(const std::filesystem::path& file, const 
   say(fmt::format("loading weights onto {}", m.be->describe()));
   m.mdl = create_model(*m.be, *m.weights, model_file.string(), tp);
   apply_kv_dtype(m.spec.engine, *m.be, m.spec.backend.name, *m.mdl);
+  if (m.draft) bind_drafter(*m.draft, m.spec.drafter->name, *m.mdl, *m.be);
   const model_info& info = m.mdl->info();
   const int64_t want_len = m.spec.engine.get_int("max_model_len");
   m.max_model_len = want_len > 0 ? want_len : info.context;
