@@ -15,6 +15,7 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <cstdio>
 #include <fmt/format.h>
 #include <iostream>
@@ -131,7 +132,8 @@ int main(int argc, char** argv) {
   int gen = 128, rounds = 1;
   int64_t kv_tokens = 16384;
   std::vector<int> batches;
-  std::vector<std::string> sets;
+  std::vector<std::string> sets, names;
+  std::string dflash2_weights;
   po::options_description opts("bench_spec options");
   opts.add_options()("help,h", "this help")(
       "pipeline", po::value(&pipeline)->default_value("pipelines/cpu.yaml"), "the pipeline without a drafter")(
@@ -142,6 +144,9 @@ int main(int argc, char** argv) {
       "fixed", "also run each drafter with adaptive: false (k draft tokens every step)")(
       "rounds", po::value(&rounds)->default_value(1),
       "repeat every (task, drafter) this many times, interleaved; report medians")(
+      "drafters", po::value(&names)->multitoken(), "drafters to compare with none: ngram suffix dflash2")(
+      "dflash2-weights", po::value(&dflash2_weights)->default_value("drafters/smollm2-135m-instruct-dflash2"),
+      "drafter.dflash2's weights directory")(
       "kv-tokens", po::value(&kv_tokens)->default_value(16384),
       "engine.kv_tokens of each runtime (one per drafter is open at once, so not sized from free memory)");
   po::variables_map vm;
@@ -167,11 +172,28 @@ int main(int argc, char** argv) {
   }
   sets.insert(sets.begin(), "engine.kv_tokens=" + std::to_string(kv_tokens));  // a --set of it still wins
   if (!backend_name.empty()) sets.push_back("backend.plugin=" + backend_name);
-  std::vector<drafter_choice> drafters = {
+  // Every drafter bench_spec knows; --drafters picks (default: all but dflash2 when its
+  // weights are not in the working directory).
+  const std::vector<drafter_choice> known = {
       {"none", {}},
       {"ngram", {"drafter.plugin=drafter.ngram", "drafter.k=4"}},
       {"suffix", {"drafter.plugin=drafter.suffix"}},
+      {"dflash2", {"drafter.plugin=drafter.dflash2", "drafter.weights=" + dflash2_weights, "drafter.k=7"}},
   };
+  if (names.empty()) {
+    names = {"none", "ngram", "suffix"};
+    if (std::filesystem::exists(dflash2_weights)) names.push_back("dflash2");
+  }
+  if (names.front() != "none") names.insert(names.begin(), "none");  // the speedups' reference
+  std::vector<drafter_choice> drafters;
+  for (const std::string& n : names) {
+    auto it = std::find_if(known.begin(), known.end(), [&](const drafter_choice& d) { return d.name == n; });
+    if (it == known.end()) {
+      std::cerr << "bench_spec: unknown drafter '" << n << "' (none, ngram, suffix, dflash2)\n";
+      return 2;
+    }
+    drafters.push_back(*it);
+  }
   if (vm.count("fixed"))
     for (size_t i = 1, n = drafters.size(); i < n; ++i) {
       drafter_choice f = drafters[i];

@@ -343,6 +343,16 @@ void glm_model::run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool
   }
 }
 
+// Split over ranks (tensor or pipeline), this process does not hold the whole table or head.
+const linear_weight* glm_model::token_embedding() const {
+  return tp_.split() || tp_.pp.stages > 1 ? nullptr : embed_.get();
+}
+
+const linear_weight* glm_model::output_head() const {
+  if (tp_.split() || tp_.pp.stages > 1) return nullptr;
+  return head_ ? head_.get() : embed_.get();
+}
+
 tensor_view glm_model::hidden_states(int i) const {
   if (i < 0) return tensor_view::contiguous(s_x_.buf->data(), be_.activation_type(), {n_tokens_, cfg_.hidden}, be_.dev());
   if (i >= static_cast<int>(taps_.size()))

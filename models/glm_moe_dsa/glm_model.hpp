@@ -92,6 +92,8 @@ class glm_model final : public model {
   std::vector<float> logits_to_host() const override;
   int64_t logit_rows() const override { return n_rows_; }
   tensor_view hidden_states(int i = -1) const override;
+  const linear_weight* token_embedding() const override;
+  const linear_weight* output_head() const override;
   // The final hidden states of the last forward() after the output norm, [n_tokens, hidden]
   // (what an MTP layer conditions on).
   tensor_view normed_hidden_states() const;

@@ -34,6 +34,7 @@
 #include "tandem/plugin_host.hpp"
 #include "tandem/weight_format.hpp"
 #include "tandem_ref/sampling.hpp"
+#include "../test_model_file.hpp"
 
 using namespace tandem;
 
@@ -262,10 +263,6 @@ int main(int argc, char* argv[]) {
     std::fprintf(stderr, "no usable CUDA device: skipped\n");
     return 77;
   }
-  const char* m = std::getenv("TANDEM_TEST_MODEL");
-  if (!m || !std::filesystem::exists(m)) {
-    std::fprintf(stderr, "model file %s not found: skipped\n", m ? m : "(TANDEM_TEST_MODEL unset)");
-    return 77;
-  }
+  if (!tandem::test::test_model_file()) return 77;
   return ::boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
 }

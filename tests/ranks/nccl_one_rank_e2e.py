@@ -18,7 +18,8 @@ from pathlib import Path
 TANDEM = os.path.abspath(sys.argv[1])
 ROOT = Path(os.environ.get("TANDEM_SOURCE_ROOT", Path(__file__).resolve().parents[2]))
 PIPELINE = str(ROOT / "pipelines/default.yaml")
-COMMON = ["--set", "backend.plugin=backend.cuda", "--set", "engine.max_model_len=512", "--set", "engine.kv_tokens=8192"]
+MODEL = os.environ.get("TANDEM_TEST_MODEL", "")
+COMMON = ["--model", MODEL, "--set", "backend.plugin=backend.cuda", "--set", "engine.max_model_len=512", "--set", "engine.kv_tokens=8192"]
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, in a small village,"]
 
 
@@ -53,5 +54,8 @@ class NcclOneRank(unittest.TestCase):
 if __name__ == "__main__":
     if not have_gpu():
         print("no CUDA device: skipped")
+        sys.exit(77)
+    if not MODEL or not os.path.exists(MODEL):
+        print(f"model file {MODEL or '(TANDEM_TEST_MODEL unset)'} not found: skipped")
         sys.exit(77)
     unittest.main(argv=sys.argv[:1], verbosity=2)

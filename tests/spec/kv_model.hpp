@@ -45,6 +45,16 @@ class kv_model final : public model {
     rows_.clear();
     const int64_t n = plan.n_tokens();
     step_rows.push_back(n);
+    // A tap row says which token at which position it is: a drafter's observe() can be
+    // checked against the sequence it ends up with.
+    n_taps_ = opt.hidden_layers.size();
+    taps_.assign(static_cast<size_t>(n * info_.hidden), 0.0f);
+    int64_t row = 0;
+    for (const step_seq& s : plan.seqs)
+      for (size_t i = 0; i < s.tokens.size(); ++i, ++row) {
+        taps_[static_cast<size_t>(row * info_.hidden)] = static_cast<float>(s.tokens[i]);
+        taps_[static_cast<size_t>(row * info_.hidden + 1)] = static_cast<float>(s.start_pos + static_cast<int64_t>(i));
+      }
     for (const step_seq& s : plan.seqs) {
       const auto count = static_cast<int64_t>(s.tokens.size());
       if (static_cast<int64_t>(s.pages.size()) * page_size_ < s.start_pos + count)
@@ -75,7 +85,12 @@ class kv_model final : public model {
     return l;
   }
   int64_t logit_rows() const override { return static_cast<int64_t>(rows_.size()); }
-  tensor_view hidden_states(int) const override { return {}; }
+  // Every tap is the same [n_tokens, hidden] rows: (token, position, 0, ...).
+  tensor_view hidden_states(int i) const override {
+    if (i < 0 || static_cast<size_t>(i) >= n_taps_) throw std::runtime_error("kv_model: no such tap");
+    auto* data = const_cast<float*>(taps_.data());
+    return tensor_view::contiguous(data, dtype::f32, {static_cast<int64_t>(taps_.size()) / info_.hidden, info_.hidden});
+  }
 
   int64_t corrupt_reads = 0;
   std::vector<int64_t> step_rows;  // tokens computed by each forward
@@ -94,6 +109,8 @@ class kv_model final : public model {
   int page_size_ = 16;
   std::vector<slot> slots_;
   std::vector<int32_t> rows_;
+  std::vector<float> taps_;
+  size_t n_taps_ = 0;
 };
 
 }  // namespace tandem::test

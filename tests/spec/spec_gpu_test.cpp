@@ -9,6 +9,7 @@
 
 #include "tandem/plugin_host.hpp"
 #include "tandem/runtime.hpp"
+#include "../test_model_file.hpp"
 
 // Speculative decoding on backend.cuda (gpu suite): greedy output with drafter.ngram and
 // drafter.suffix (drafting every step, and with the adaptive length) is the output without a
@@ -124,10 +125,6 @@ int main(int argc, char* argv[]) {
       return 77;
     }
   }
-  const char* m = std::getenv("TANDEM_TEST_MODEL");
-  if (!m || !std::filesystem::exists(m)) {
-    std::fprintf(stderr, "model file %s not found: skipped\n", m ? m : "(TANDEM_TEST_MODEL unset)");
-    return 77;
-  }
+  if (!tandem::test::test_model_file()) return 77;
   return ::boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
 }

@@ -52,6 +52,46 @@ class oracle_drafter final : public drafter {
   bool adaptive_;
 };
 
+// An oracle that also reads two target taps (kv_model's tap rows say (token, position)) and
+// checks what the engine hands it: observe() rows are the positions it says, in order; at
+// each proposal it holds exactly the committed tokens before the anchor, from its first
+// observed position on, with no gap, no rejected draft and never the anchor itself.
+class tapping_drafter final : public drafter {
+ public:
+  tapping_drafter(int k, uint64_t seed) : inner_(k, seed, false) {}
+  draft_limits limits() const override { return inner_.limits(); }
+  std::vector<int> target_layers() const override { return {0, 0}; }
+
+  void observe(uint64_t seq, int64_t first_pos, std::span<const tensor_view> taps) override {
+    ++observed_calls;
+    if (taps.size() != 2 || taps[0].rows() != taps[1].rows()) ++violations;
+    std::map<int64_t, int32_t>& held = held_[seq];
+    held.erase(held.lower_bound(first_pos), held.end());  // recomputed from first_pos on
+    for (int64_t r = 0; r < taps[0].rows(); ++r) {
+      if (taps[0].at<float>(r, 1) != static_cast<float>(first_pos + r)) ++violations;
+      held[first_pos + r] = static_cast<int32_t>(taps[0].at<float>(r, 0));
+    }
+  }
+
+  std::vector<int32_t> propose(uint64_t seq, const draft_context& ctx) override {
+    const auto anchor = static_cast<int64_t>(ctx.tokens.size()) - 1;
+    const std::map<int64_t, int32_t>& held = held_[seq];
+    if (held.empty() || held.rbegin()->first != anchor - 1 ||
+        held.begin()->first + static_cast<int64_t>(held.size()) != anchor)
+      ++violations;
+    for (const auto& [pos, tok] : held)
+      if (pos >= anchor || tok != ctx.tokens[static_cast<size_t>(pos)]) ++violations;
+    return inner_.propose(seq, ctx);
+  }
+  void release(uint64_t seq, std::span<const int32_t>) override { held_.erase(seq); }
+
+  int64_t violations = 0, observed_calls = 0;
+
+ private:
+  oracle_drafter inner_;
+  std::map<uint64_t, std::map<int64_t, int32_t>> held_;
+};
+
 struct job {
   int at_step = 0;
   std::vector<int32_t> prompt;
@@ -233,4 +273,23 @@ BOOST_AUTO_TEST_CASE(drafts_fit_the_step_token_budget) {
   const run_result full = run(four, &d4, exact);
   for (int64_t rows : full.step_rows) BOOST_TEST(rows <= 4);
   BOOST_TEST(full.stats.spec_draft_tokens == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_hidden_state_drafter_sees_every_committed_token_and_no_rejected_one) {
+  // With the prefix cache, with preemption (recomputed tokens are observed again) and with
+  // every pattern of accepts and rejects.
+  for (uint64_t seed = 30; seed <= 35; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      const std::vector<job> jobs = workload(seed);
+      const setup cfg = seed % 2 ? setup{} : setup{.kv_pages = 9, .max_batch = 16, .max_tokens_per_step = 512, .probe = false};
+      const run_result plain = run(jobs, nullptr, cfg);
+      tapping_drafter d(1 + static_cast<int>(seed % 6), seed);
+      const run_result spec = run(jobs, &d, cfg);
+      BOOST_TEST(d.observed_calls > 0);
+      BOOST_TEST(d.violations == 0);
+      BOOST_TEST(spec.stats.spec_accepted_tokens > 0u);
+      BOOST_TEST(spec.corrupt_reads == 0);
+      for (size_t k = 0; k < jobs.size(); ++k) BOOST_TEST(spec.outputs[k] == plain.outputs[k]);
+    }
+  }
 }

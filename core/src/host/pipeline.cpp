@@ -197,11 +197,9 @@ void loader::check_drafter(const plugin_choice& c) {
       sink_.error(c.pos, "drafter.plugin", "'" + c.name + "' does not implement the drafter interface");
       return;
     }
-    if (d->needs_hidden_states())
-      sink_.error(c.pos, "drafter.plugin",
-                  "'" + c.name + "' conditions on the target's hidden states, which the engine does not "
-                  "supply to drafters yet");
-    else if (d->limits().max_draft < 1)
+    // Whether a hidden-state drafter fits the target and backend is known once the model is
+    // loaded: the runtime's bind_drafter refuses it at start-up, naming drafter.plugin.
+    if (d->limits().max_draft < 1)
       sink_.error(c.pos, "drafter.plugin", "'" + c.name + "' proposes no draft tokens (its k is below 1)");
   } catch (const config_error& e) {
     const std::string& key = e.key_path();
