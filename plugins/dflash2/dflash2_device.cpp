@@ -1,0 +1,50 @@
+#include "dflash2_device.hpp"
+
+#include "tandem/error.hpp"
+
+namespace tandem::dflash2 {
+
+void* device_rows::reserve(std::unique_ptr<device_buffer>& b, size_t bytes) {
+  if (!b || b->size() < bytes) b = be_.alloc(bytes);
+  return b->data();
+}
+
+void device_rows::linear(const linear_weight& w, const float* x, int64_t n, float* y) {
+  if (n <= 0) return;
+  const int64_t in = w.in_features(), out = w.out_features();
+  void* xd = reserve(in_, static_cast<size_t>(n * in) * sizeof(float));
+  void* yd = reserve(out_, static_cast<size_t>(n * out) * sizeof(float));
+  be_.copy_to_device(xd, x, static_cast<size_t>(n * in) * sizeof(float));
+  be_.linear(w, tensor_view::contiguous(xd, dtype::f32, {n, in}, be_.dev()),
+             tensor_view::contiguous(yd, dtype::f32, {n, out}, be_.dev()));
+  be_.synchronize();
+  be_.copy_to_host(y, yd, static_cast<size_t>(n * out) * sizeof(float));
+}
+
+void device_rows::embed(const linear_weight& table, const int32_t* ids, int64_t n, float* out) {
+  if (n <= 0) return;
+  const int64_t d = table.in_features();
+  void* id = reserve(ids_, static_cast<size_t>(n) * sizeof(int32_t));
+  void* od = reserve(out_, static_cast<size_t>(n * d) * sizeof(float));
+  be_.copy_to_device(id, ids, static_cast<size_t>(n) * sizeof(int32_t));
+  be_.embed(table, tensor_view::contiguous(id, dtype::i32, {n}, be_.dev()),
+            tensor_view::contiguous(od, dtype::f32, {n, d}, be_.dev()));
+  be_.synchronize();
+  be_.copy_to_host(out, od, static_cast<size_t>(n * d) * sizeof(float));
+}
+
+void device_rows::to_host(const tensor_view& v, float* out) {
+  if (v.type != dtype::f32 || v.ndim != 2 || v.strides[1] != 1 || v.strides[0] < v.shape[1])
+    throw error("drafter.dflash2: a tap is not [n, hidden] f32 rows (" + std::string(name(v.type)) + ", " +
+                std::to_string(v.ndim) + " dims)");
+  const int64_t n = v.shape[0], d = v.shape[1];
+  be_.synchronize();
+  if (v.strides[0] == d) {
+    be_.copy_to_host(out, v.data, static_cast<size_t>(n * d) * sizeof(float));
+    return;
+  }
+  for (int64_t r = 0; r < n; ++r)
+    be_.copy_to_host(out + r * d, static_cast<const float*>(v.data) + r * v.strides[0], static_cast<size_t>(d) * sizeof(float));
+}
+
+}  // namespace tandem::dflash2

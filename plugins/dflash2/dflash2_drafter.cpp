@@ -1,0 +1,134 @@
+#include "dflash2_drafter.hpp"
+
+#include <algorithm>
+
+#include "tandem/backend.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem {
+
+dflash2_settings dflash2_settings::from(const config& cfg) {
+  dflash2_settings s;
+  s.weights = cfg.get_string("weights");
+  s.k = static_cast<int>(cfg.get_int("k"));
+  s.disable_above_batch = static_cast<int>(cfg.get_int("disable_above_batch"));
+  s.adaptive = cfg.get_bool("adaptive");
+  return s;
+}
+
+dflash2_drafter::dflash2_drafter(const dflash2_settings& s) : s_(s) {
+  if (s_.weights.empty())
+    throw config_error("drafter.weights", "is required: the dflash2 drafter directory (config.json, "
+                                          "model.safetensors, MANIFEST.sha256)");
+  try {
+    weights_ = dflash2_weights::open(s_.weights);
+  } catch (const model_error& e) {
+    throw config_error("drafter.weights", e.what());
+  }
+  const int most = weights_->config().block_size - 1;
+  if (s_.k > most)
+    throw config_error("drafter.k", "is " + std::to_string(s_.k) + ", but a block of " +
+                                        std::to_string(most + 1) + " (config.json block_size) drafts at most " +
+                                        std::to_string(most));
+  k_ = s_.k > 0 ? s_.k : most;
+}
+
+dflash2_drafter::~dflash2_drafter() = default;
+
+void dflash2_drafter::bind(const draft_target& t) {
+  const dflash2_config& c = weights_->config();
+  const std::string cfg_file = (weights_->dir() / "config.json").string();
+  const auto refuse = [](const std::string& why) { throw config_error("drafter.plugin", "drafter.dflash2 " + why); };
+  if (!t.be || !t.embedding || !t.lm_head) refuse("needs the target's backend, embedding table and head");
+  if (t.be->dev().kind != device_kind::cpu)
+    refuse("runs on backend.cpu only: its CUDA kernels are not written yet (the target's backend is " +
+           t.be->describe() + ")");
+  if (t.be->activation_type() != dtype::f32) refuse("needs f32 activations from the target's backend");
+  const auto mismatch = [&](const std::string& key, const std::string& drafter, const std::string& target) {
+    refuse("was trained for a target with " + key + " " + drafter + " (" + cfg_file + "), but the model has " + target);
+  };
+  if (t.arch != c.target.arch) mismatch("arch", c.target.arch, t.arch);
+  if (t.hidden != c.target.hidden_size)
+    mismatch("hidden_size", std::to_string(c.target.hidden_size), std::to_string(t.hidden));
+  if (t.vocab != c.target.vocab_size) mismatch("vocab_size", std::to_string(c.target.vocab_size), std::to_string(t.vocab));
+  if (t.n_layers != c.target.num_layers)
+    mismatch("num_layers", std::to_string(c.target.num_layers), std::to_string(t.n_layers));
+  for (int l : c.target_layers)
+    if (l < 0 || l >= t.n_layers)
+      refuse("reads target layer " + std::to_string(l) + ", outside the model's 0.." + std::to_string(t.n_layers - 1));
+  for (const linear_weight* w : {t.embedding, t.lm_head})
+    if (w->in_features() != c.hidden_size || w->out_features() != c.target.vocab_size)
+      refuse("needs the target's embedding and head as {" + std::to_string(c.target.vocab_size) + ", " +
+             std::to_string(c.hidden_size) + "}, not {" + std::to_string(w->out_features()) + ", " +
+             std::to_string(w->in_features()) + "}");
+  model_ = dflash2_model::load(*weights_, *t.be, *t.embedding, *t.lm_head);
+  dev_ = std::make_unique<dflash2::device_rows>(*t.be);
+}
+
+dflash2::sequence_context& dflash2_drafter::sequence(uint64_t seq_id) {
+  const dflash2_config& c = weights_->config();
+  return seqs_.try_emplace(seq_id, c.num_layers, c.kv_width(), c.context_window).first->second;
+}
+
+const dflash2::sequence_context* dflash2_drafter::context(uint64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? nullptr : &it->second;
+}
+
+void dflash2_drafter::observe(uint64_t seq_id, int64_t first_pos, std::span<const tensor_view> taps) {
+  if (!model_) throw error("drafter.dflash2: observe() before bind()");
+  const dflash2_config& c = weights_->config();
+  if (static_cast<int>(taps.size()) != c.taps())
+    throw error("drafter.dflash2: observe() got " + std::to_string(taps.size()) + " taps, target_layers() lists " +
+                std::to_string(c.taps()));
+  if (first_pos < 0) throw error("drafter.dflash2: observe() at position " + std::to_string(first_pos));
+  const int64_t n = taps.empty() ? 0 : taps[0].shape[0];
+  for (const tensor_view& v : taps)
+    if (v.ndim != 2 || v.shape[0] != n || v.shape[1] != c.hidden_size)
+      throw error("drafter.dflash2: observe() taps must each be [" + std::to_string(n) + ", " +
+                  std::to_string(c.hidden_size) + "]");
+  if (n == 0) return;
+  dflash2::sequence_context& seq = sequence(seq_id);
+  seq.crop(first_pos);  // recomputed rows (after a preemption) replace the held ones
+
+  // Rows more than context_window before the newest can never be attended to again.
+  const int64_t skip = std::max<int64_t>(0, n - (c.context_window + 1)), rows = n - skip;
+  const int64_t d = c.hidden_size, width = c.taps() * d;
+  std::vector<float> tap(static_cast<size_t>(rows * d)), t(static_cast<size_t>(rows * width));
+  for (int i = 0; i < c.taps(); ++i) {
+    tensor_view v = taps[static_cast<size_t>(i)];
+    v.data = static_cast<float*>(v.data) + skip * v.strides[0];
+    v.shape[0] = rows;
+    dev_->to_host(v, tap.data());
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(tap.data() + r * d, d, t.data() + r * width + i * d);
+  }
+  std::vector<int64_t> positions(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) positions[static_cast<size_t>(r)] = first_pos + skip + r;
+  dflash2::context_rows kv = dflash2::compute_context(*model_, *dev_, t.data(), positions);
+  seq.append(positions, kv.k, kv.v);
+}
+
+dflash2::block_output dflash2_drafter::draft_block(uint64_t seq_id, int32_t anchor, int64_t anchor_pos, int slots) {
+  if (!model_) throw error("drafter.dflash2: propose() before bind()");
+  if (anchor < 0 || anchor >= weights_->config().target.vocab_size)
+    throw error("drafter.dflash2: anchor token " + std::to_string(anchor) + " is outside the vocabulary");
+  const dflash2::sequence_context* seq = context(seq_id);
+  if (!seq) throw error("drafter.dflash2: sequence " + std::to_string(seq_id) + " has no context");
+  return dflash2::forward_block(*model_, *dev_, seq->window(anchor_pos), anchor, anchor_pos, slots);
+}
+
+std::vector<int32_t> dflash2_drafter::propose(uint64_t seq_id, const draft_context& ctx) {
+  const int slots = std::min({ctx.max_draft, k_, weights_->config().block_size - 1});
+  if (slots <= 0 || ctx.tokens.empty()) return {};
+  const auto anchor_pos = static_cast<int64_t>(ctx.tokens.size()) - 1;
+  const dflash2::sequence_context* seq = context(seq_id);
+  // Nothing observed in reach (a sequence whose prompt the prefix cache served whole):
+  // nothing to condition on.
+  if (!seq || seq->window(anchor_pos).n == 0) return {};
+  return draft_block(seq_id, ctx.tokens.back(), anchor_pos, slots).draft;
+}
+
+void dflash2_drafter::release(uint64_t seq_id, std::span<const int32_t>) { seqs_.erase(seq_id); }
+
+}  // namespace tandem

@@ -1,0 +1,33 @@
+// The drafter.dflash2 plugin entry. k, disable_above_batch and adaptive are named as
+// drafter.ngram names them; weights is the trained drafter directory.
+#include <iterator>
+
+#include "dflash2_drafter.hpp"
+#include "tandem/plugin_abi.hpp"
+
+namespace {
+
+const tandem::config_key keys[] = {
+    {"weights", tandem::config_type::string, nullptr,
+     "the drafter directory (config.json, model.safetensors, MANIFEST.sha256); relative to the working directory"},
+    {"k", tandem::config_type::integer, "0",
+     "most draft tokens per step (vLLM num_speculative_tokens), at most block_size - 1; 0 = block_size - 1", 0, 64},
+    {"adaptive", tandem::config_type::boolean, "true",
+     "the engine picks each sequence's draft length (0..k) from its acceptance and measured step times; "
+     "false = always up to k"},
+    {"disable_above_batch", tandem::config_type::integer, "0",
+     "no drafts in a step of more sequences than this; 0 = always draft", 0, 1 << 20},
+};
+
+tandem::plugin_object* create(const tandem::plugin_context& ctx) {
+  return new tandem::dflash2_drafter(tandem::dflash2_settings::from(*ctx.cfg));
+}
+
+const tandem::plugin_descriptor descriptor{
+    tandem::plugin_api_version, "drafter.dflash2", tandem::plugin_interface::drafter,
+    "DFlash2 block drafter conditioned on the target's hidden states (backend.cpu only)",
+    keys, std::size(keys), nullptr, &create};
+
+}  // namespace
+
+TANDEM_PLUGIN(descriptor)
