@@ -1,0 +1,180 @@
+#define BOOST_TEST_MODULE dflash2_reference
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "dflash2_test_util.hpp"
+
+// drafter.dflash2 against the PyTorch reference (tools/train_dflash2/dflash2.py) on the tiny
+// fixture tests/spec/fixtures/dflash2_tiny: bound to backend.cpu with each case's target
+// table and head, fed the case's taps as the engine would (split at the context's gap into
+// two observe calls), its logits match the reference's and its drafts equal them. Re-observing
+// from an earlier position replaces what was held; the same weights as shards, or with
+// f32 written as bf16, load and draft.
+
+using namespace dflash2_test;
+
+namespace {
+
+struct fixture_case {
+  std::unique_ptr<safetensors::safetensors_file> file;
+  std::vector<std::vector<float>> taps;
+  std::vector<int32_t> positions;
+  int32_t anchor = 0;
+  int64_t anchor_pos = 0;
+  std::vector<float> logits;
+  std::vector<int32_t> draft;
+
+  explicit fixture_case(const std::string& name) : file(std::make_unique<safetensors::safetensors_file>(fixture_dir() / name)) {
+    for (int i = 0; file->find("tap_" + std::to_string(i)); ++i) taps.push_back(values<float>(*file, "tap_" + std::to_string(i)));
+    positions = values<int32_t>(*file, "context_positions");
+    anchor = values<int32_t>(*file, "anchor").at(0);
+    anchor_pos = values<int32_t>(*file, "anchor_pos").at(0);
+    logits = values<float>(*file, "expected_logits");
+    draft = values<int32_t>(*file, "expected_draft");
+  }
+  tensor_info table() const { return info_of(*file->find("target_embedding")); }
+  tensor_info head() const { return info_of(*file->find("target_head")); }
+  // The first row after a gap in the positions (the rows' count when there is none).
+  size_t gap() const {
+    for (size_t r = 1; r < positions.size(); ++r)
+      if (positions[r] != positions[r - 1] + 1) return r;
+    return positions.size();
+  }
+  // The engine's observe(): rows [from, to) of every tap, at their positions. `scale` 0
+  // sends zeros (a stale recompute that a later observe must replace).
+  void observe(dflash2_drafter& d, uint64_t seq, size_t from, size_t to, float scale = 1.0f) const {
+    const auto dim = static_cast<int64_t>(taps[0].size() / positions.size());
+    std::vector<std::vector<float>> rows(taps.size());
+    std::vector<tensor_view> views;
+    for (size_t i = 0; i < taps.size(); ++i) {
+      rows[i].assign(taps[i].begin() + static_cast<ptrdiff_t>(from * dim), taps[i].begin() + static_cast<ptrdiff_t>(to * dim));
+      for (float& x : rows[i]) x *= scale;
+      views.push_back(tensor_view::contiguous(rows[i].data(), dtype::f32, {static_cast<int64_t>(to - from), dim}));
+    }
+    d.observe(seq, positions[from], views);
+  }
+  std::vector<int32_t> tokens() const {  // a sequence whose last token is the anchor at anchor_pos
+    std::vector<int32_t> t(static_cast<size_t>(anchor_pos) + 1, 1);
+    t.back() = anchor;
+    return t;
+  }
+};
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+void check_case(const std::string& name, const fs::path& dir, float tolerance, bool exact_draft) {
+  const fixture_case c(name);
+  dflash2_drafter d(settings_for(dir));
+  const dflash2_config& cfg = d.config();
+  BOOST_REQUIRE(static_cast<int>(c.taps.size()) == cfg.taps());
+  cpu_target t(cfg, c.table(), c.head());
+  d.bind(t.target);
+  const uint64_t seq = 7;
+  const size_t gap = c.gap(), n = c.positions.size();
+  c.observe(d, seq, 0, gap);
+  if (gap < n) c.observe(d, seq, gap, n);
+  BOOST_TEST(d.context(seq)->newest() == c.positions.back());
+
+  const int slots = cfg.block_size - 1;
+  const dflash2::block_output out = d.draft_block(seq, c.anchor, c.anchor_pos, slots);
+  BOOST_REQUIRE(out.logits.size() == c.logits.size());
+  const float err = max_abs_diff(out.logits, c.logits);
+  float scale = 0;
+  for (float x : c.logits) scale = std::max(scale, std::abs(x));
+  BOOST_TEST_MESSAGE(name << " (" << dir.filename().string() << "): max |logit - reference| " << err << " (logits up to "
+                          << scale << "); draft " << (out.draft == c.draft ? "equal" : "DIFFERS"));
+  BOOST_TEST(err <= tolerance * std::max(1.0f, scale));
+  if (exact_draft) {
+    BOOST_TEST(out.draft == c.draft, boost::test_tools::per_element());
+    // propose(): the same drafts, cut at k, max_draft and block_size - 1.
+    const std::vector<int32_t> tokens = c.tokens();
+    BOOST_TEST(d.propose(seq, {.tokens = tokens, .prompt_len = 1, .max_draft = 64}) == c.draft,
+               boost::test_tools::per_element());
+    const std::vector<int32_t> two(c.draft.begin(), c.draft.begin() + 2);
+    BOOST_TEST(d.propose(seq, {.tokens = tokens, .prompt_len = 1, .max_draft = 2}) == two, boost::test_tools::per_element());
+  } else {
+    BOOST_TEST(out.draft.size() == c.draft.size());
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(logits_and_drafts_match_the_reference) {
+  for (const char* name : {"case.safetensors", "case2.safetensors"})
+    BOOST_TEST_CONTEXT(name) { check_case(name, fixture_dir(), 2e-5f, true); }
+}
+
+BOOST_AUTO_TEST_CASE(reobserving_from_an_earlier_position_replaces_the_held_rows) {
+  const fixture_case c("case.safetensors");
+  dflash2_drafter d(settings_for(fixture_dir()));
+  cpu_target t(d.config(), c.table(), c.head());
+  d.bind(t.target);
+  const uint64_t seq = 3;
+  const size_t n = c.positions.size(), mid = n - 6;
+  // Stale rows for the tail (zeros), then the recompute from an earlier position (within
+  // the held rows) brings the true ones: the drafter must keep only the latter.
+  const size_t gap = c.gap();
+  BOOST_REQUIRE(gap < mid - 3);  // the recompute below starts after the gap
+  c.observe(d, seq, 0, gap);
+  c.observe(d, seq, gap, n);
+  c.observe(d, seq, mid, n, 0.0f);
+  const auto stale = d.draft_block(seq, c.anchor, c.anchor_pos, d.config().block_size - 1);
+  BOOST_TEST(max_abs_diff(stale.logits, c.logits) > 1e-3f);  // the zeros did change the result
+  c.observe(d, seq, mid - 3, n);
+  const auto fresh = d.draft_block(seq, c.anchor, c.anchor_pos, d.config().block_size - 1);
+  BOOST_TEST(max_abs_diff(fresh.logits, c.logits) <= 2e-5f * 10);
+  BOOST_TEST(fresh.draft == c.draft, boost::test_tools::per_element());
+  const auto held = d.context(seq)->positions();
+  BOOST_TEST(std::is_sorted(held.begin(), held.end()));
+  BOOST_TEST((std::adjacent_find(held.begin(), held.end()) == held.end()));  // no duplicates
+  BOOST_TEST(held.back() == c.positions.back());
+  // Only what a later block can reach is held (the window and one more row).
+  BOOST_TEST(held.front() >= c.positions.back() - d.config().context_window);
+
+  // A release drops the sequence; one never observed drafts nothing.
+  d.release(seq, {});
+  BOOST_TEST(d.live_sequences() == 0u);
+  const std::vector<int32_t> tokens = c.tokens();
+  BOOST_TEST(d.propose(seq, {.tokens = tokens, .prompt_len = 1, .max_draft = 4}).empty());
+}
+
+BOOST_AUTO_TEST_CASE(sharded_and_bf16_layouts_of_the_same_weights) {
+  // The fixture's tensors rewritten as three shards (f32: the same logits) and as bf16 (the
+  // rounding moves the logits a little; it loads and drafts).
+  auto src = dflash2_weights::open(fixture_dir());
+  for (bool bf16 : {false, true}) {
+    const fs::path dir = temp_dir(bf16 ? "bf16" : "shards");
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy_file(fixture_dir() / "config.json", dir / "config.json");
+    std::vector<std::map<std::string, host_tensor>> shards(bf16 ? 1 : 3);
+    std::string weight_map;
+    size_t i = 0;
+    for (const auto& [name, shape] : dflash2_tensor_shapes(src->config())) {
+      const tensor_info& t = src->tensor(name);
+      std::vector<float> f(t.nbytes / sizeof(float));
+      std::memcpy(f.data(), t.data, t.nbytes);
+      const size_t s = i++ % shards.size();
+      shards[s].emplace(name, make_tensor(f, shape, bf16));
+      weight_map += (weight_map.empty() ? "\"" : ", \"") + name + "\": \"model-0000" + std::to_string(s + 1) + "-of-00003.safetensors\"";
+    }
+    if (bf16) {
+      write_safetensors(dir / "model.safetensors", shards[0]);
+    } else {
+      for (size_t s = 0; s < shards.size(); ++s)
+        write_safetensors(dir / ("model-0000" + std::to_string(s + 1) + "-of-00003.safetensors"), shards[s]);
+      std::ofstream(dir / "model.safetensors.index.json") << "{\"weight_map\": {" << weight_map << "}}";
+    }
+    write_manifest(dir);
+    BOOST_TEST_CONTEXT(dir.filename().string()) {
+      check_case("case.safetensors", dir, bf16 ? 0.1f : 2e-5f, !bf16);
+    }
+    fs::remove_all(dir);
+  }
+}
