@@ -9,9 +9,10 @@
 #include "tandem/plugin_host.hpp"
 
 // A drafter: section that cannot run is an error at validate, never dropped: unknown
-// drafters (drafter.dflash2 does not exist yet), settings out of range or unknown, settings
-// that contradict each other (checked by making the drafter). The shipped spec pipelines
-// validate clean and name their drafter.
+// drafters, settings out of range or unknown, settings that contradict each other (checked by
+// making the drafter; drafter.dflash2's against its weight directory). The shipped spec
+// pipelines validate clean and name their drafter (spec-dflash2.yaml with its weights
+// pointed at the tiny fixture, since the trained ones may not be there).
 
 using namespace tandem;
 namespace fs = std::filesystem;
@@ -67,9 +68,9 @@ BOOST_AUTO_TEST_CASE(the_spec_pipelines_validate_and_name_their_drafter) {
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_drafter_is_an_error) {
-  const pipeline_result r = validate_with("drafter: { plugin: drafter.dflash2 }");
+  const pipeline_result r = validate_with("drafter: { plugin: drafter.medusa }");
   BOOST_TEST(!r.spec.has_value());
-  BOOST_TEST(has_error(r, "drafter.plugin", "unknown plugin 'drafter.dflash2'"), all(r));
+  BOOST_TEST(has_error(r, "drafter.plugin", "unknown plugin 'drafter.medusa'"), all(r));
   const pipeline_result short_name = validate_with("drafter: { plugin: ngarm }");
   BOOST_TEST(has_error(short_name, "drafter.plugin", "did you mean 'ngram'"), all(short_name));
   const pipeline_result wrong = validate_with("drafter: { plugin: scheduler.fcfs }");
@@ -98,4 +99,27 @@ BOOST_AUTO_TEST_CASE(bad_drafter_settings_are_errors) {
       BOOST_TEST(!off.spec->drafter->cfg.get_bool("adaptive"));
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(the_dflash2_pipeline_validates_against_its_weight_directory) {
+  const std::string tiny = (source_root() / "tests" / "spec" / "fixtures" / "dflash2_tiny").string();
+  const auto loader = [](const std::string&) { return std::nullopt; };
+  // The fixture's blocks hold 6 positions: k at most 5.
+  const std::vector<std::string> fixture_k5 = {"drafter.weights=" + tiny, "drafter.k=5"};
+  const std::vector<std::string> fixture = {"drafter.weights=" + tiny};
+  pipeline_result r = load_pipeline(source_root() / "pipelines" / "spec-dflash2.yaml", host(), fixture_k5, loader);
+  BOOST_TEST(r.errors.empty(), all(r));
+  BOOST_REQUIRE(r.spec.has_value());
+  BOOST_REQUIRE(r.spec->drafter.has_value());
+  BOOST_TEST(r.spec->drafter->name == "drafter.dflash2");
+  BOOST_TEST(r.spec->backend.name == "backend.cpu");
+  r = load_pipeline(source_root() / "pipelines" / "spec-dflash2.yaml", host(), fixture, loader);
+  BOOST_TEST(has_error(r, "drafter.k", "drafts at most 5"), all(r));
+  const pipeline_result missing = validate_with("drafter: { plugin: drafter.dflash2, weights: /nonexistent/dflash2 }");
+  BOOST_TEST(has_error(missing, "drafter.weights", "is not a directory"), all(missing));
+  const pipeline_result unset = validate_with("drafter: { plugin: drafter.dflash2 }");
+  BOOST_TEST(has_error(unset, "drafter.weights", ""), all(unset));
+  const pipeline_result unknown =
+      validate_with("drafter: { plugin: drafter.dflash2, weights: " + tiny + ", block_size: 4 }");
+  BOOST_TEST(has_error(unknown, "drafter.block_size", "unknown setting"), all(unknown));
 }
