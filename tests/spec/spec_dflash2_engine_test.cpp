@@ -1,0 +1,173 @@
+#define BOOST_TEST_MODULE spec_dflash2_engine
+#define BOOST_TEST_NO_MAIN
+#define BOOST_TEST_ALTERNATIVE_INIT_API
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstdio>
+
+#include "dflash2_test_util.hpp"
+#include "tandem/runtime.hpp"
+
+// drafter.dflash2 in the engine on the default model (backend.cpu): greedy output with the
+// drafter equals no drafter, token for token (several prompts x 64 tokens, continuous
+// batching, a draft every step). spec_dflash2_engine runs it with random default-shaped
+// weights (bf16, written to a temporary directory: the drafts are rejected, but bind,
+// observe and propose run on every step) and times propose(); spec_dflash2_trained runs it
+// with drafters/smollm2-135m-instruct-dflash2 and expects accepted drafts (77 without
+// those weights). Both 77 without the model file.
+
+using namespace dflash2_test;
+
+namespace {
+
+fs::path source_root() {
+  const char* r = std::getenv("TANDEM_SOURCE_ROOT");
+  return r ? r : ".";
+}
+
+fs::path trained_dir() { return source_root() / "drafters" / "smollm2-135m-instruct-dflash2"; }
+
+struct job {
+  std::vector<int32_t> prompt;
+  int at_step = 0;
+};
+
+struct run_result {
+  std::vector<std::vector<int32_t>> outputs;
+  engine_stats stats;
+};
+
+run_result run(const std::string& pipeline, const std::vector<std::string>& overrides, const std::vector<job>& jobs) {
+  auto rt = runtime::open(source_root() / "pipelines" / pipeline, {.overrides = overrides, .allow_pull = false, .progress = {}});
+  engine& eng = rt->eng();
+  run_result res;
+  res.outputs.resize(jobs.size());
+  size_t submitted = 0;
+  for (int step = 0; step < 20000; ++step) {
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      if (jobs[k].at_step != step) continue;
+      generation_request r;
+      r.prompt = jobs[k].prompt;
+      r.max_new_tokens = 64;
+      r.ignore_eos = true;
+      r.on_event = [&res, k](const token_event& ev) {
+        if (ev.token >= 0) res.outputs[k].push_back(ev.token);
+      };
+      eng.submit(std::move(r));
+      ++submitted;
+    }
+    eng.step();
+    eng.check_invariants();
+    if (submitted == jobs.size() && !eng.has_work()) break;
+  }
+  BOOST_REQUIRE(!eng.has_work());
+  res.stats = eng.stats();
+  return res;
+}
+
+std::vector<job> jobs() {
+  auto rt = runtime::open(source_root() / "pipelines" / "cpu.yaml", {.overrides = {}, .allow_pull = false, .progress = {}});
+  std::vector<job> out;
+  int at = 0;
+  for (const char* p : {"Count from 1 to 200, separated by commas.", "What is the capital of France?",
+                        "Write the alphabet in capital letters, with spaces between the letters.",
+                        "List the days of the week, then list them again in reverse order."}) {
+    const std::vector<chat_message> msgs{{"user", p}};
+    out.push_back({rt->tokens_for_chat(msgs), at});
+    at += 3;  // requests join while others decode
+  }
+  return out;
+}
+
+void expect_identical(const run_result& plain, const run_result& drafted) {
+  BOOST_REQUIRE(plain.outputs.size() == drafted.outputs.size());
+  for (size_t k = 0; k < plain.outputs.size(); ++k)
+    BOOST_TEST_CONTEXT("prompt " << k) {
+      BOOST_TEST(plain.outputs[k].size() == 64u);
+      BOOST_TEST(plain.outputs[k] == drafted.outputs[k], boost::test_tools::per_element());
+    }
+  BOOST_TEST_MESSAGE("drafts " << drafted.stats.spec_drafts << ", accepted " << drafted.stats.spec_accepted_tokens
+                               << " of " << drafted.stats.spec_draft_tokens << " draft tokens; " << drafted.stats.steps
+                               << " steps against " << plain.stats.steps);
+}
+
+}  // namespace
+
+#ifndef DFLASH2_TRAINED
+
+BOOST_AUTO_TEST_CASE(greedy_with_a_random_dflash2_equals_no_drafter) {
+  const fs::path dir = temp_dir("engine");
+  write_drafter(dir, default_config(), {.bf16 = true, .shards = 2, .drop_tensor = {}, .seed = 5});
+  const std::vector<job> j = jobs();
+  const run_result plain = run("cpu.yaml", {}, j);
+  const run_result drafted = run("spec-dflash2.yaml", {"drafter.weights=" + dir.string(), "drafter.adaptive=false"}, j);
+  BOOST_TEST(drafted.stats.spec_drafts > 0u);  // proposals were made (from observed context)
+  expect_identical(plain, drafted);
+  fs::remove_all(dir);
+}
+
+// What one propose() costs on this machine with the default-shaped drafter (f32 target
+// table and head of 49152 x 576, random), at a short and a full context window.
+BOOST_AUTO_TEST_CASE(propose_cost) {
+  const dflash2_config c = default_config();
+  const fs::path dir = temp_dir("cost");
+  write_drafter(dir, c, {.bf16 = true, .shards = 1, .drop_tensor = {}, .seed = 9});
+  const auto n = static_cast<size_t>(c.target.vocab_size * c.hidden_size);
+  std::vector<float> table(n);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  for (float& x : table) x = normal(rng);
+  const tensor_info t{"table", dtype::f32, {c.target.vocab_size, c.hidden_size}, table.data(), n * 4};
+  cpu_target target(c, t, t);
+  dflash2_drafter d(settings_for(dir, 7));
+  d.bind(target.target);
+  for (int64_t ctx : {int64_t(256), c.context_window}) {
+    std::vector<float> tap(static_cast<size_t>(ctx * c.hidden_size));
+    for (float& x : tap) x = normal(rng) * 20;
+    const std::vector<tensor_view> taps(static_cast<size_t>(c.taps()),
+                                        tensor_view::contiguous(tap.data(), dtype::f32, {ctx, c.hidden_size}));
+    const uint64_t seq = static_cast<uint64_t>(ctx);
+    auto t0 = std::chrono::steady_clock::now();
+    d.observe(seq, 0, taps);
+    const double observe_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<int32_t> tokens(static_cast<size_t>(ctx) + 1, 100);
+    const int reps = 10;
+    t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) BOOST_TEST(d.propose(seq, {.tokens = tokens, .prompt_len = 1, .max_draft = 7}).size() == 7u);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+    BOOST_TEST_MESSAGE("context " << ctx << ": propose() of 7 tokens " << ms << " ms; observe() of " << ctx << " rows "
+                                  << observe_ms << " ms");
+  }
+  fs::remove_all(dir);
+}
+
+#else
+
+BOOST_AUTO_TEST_CASE(greedy_with_the_trained_dflash2_equals_no_drafter) {
+  const std::vector<job> j = jobs();
+  const run_result plain = run("cpu.yaml", {}, j);
+  const std::string w = "drafter.weights=" + trained_dir().string();
+  const run_result every = run("spec-dflash2.yaml", {w, "drafter.adaptive=false"}, j);
+  expect_identical(plain, every);
+  BOOST_TEST(every.stats.spec_accepted_tokens > 0u);
+  BOOST_TEST(every.stats.steps < plain.stats.steps);
+  expect_identical(plain, run("spec-dflash2.yaml", {w}, j));  // the adaptive length
+}
+
+#endif
+
+int main(int argc, char* argv[]) {
+  const char* m = std::getenv("TANDEM_TEST_MODEL");
+  if (!m || !fs::exists(m)) {
+    std::fprintf(stderr, "model file %s not found: skipped\n", m ? m : "(TANDEM_TEST_MODEL unset)");
+    return 77;
+  }
+#ifdef DFLASH2_TRAINED
+  if (!fs::exists(trained_dir() / "config.json")) {
+    std::fprintf(stderr, "no trained drafter at %s: skipped\n", trained_dir().c_str());
+    return 77;
+  }
+#endif
+  return ::boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
+}
