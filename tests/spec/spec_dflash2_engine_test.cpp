@@ -8,6 +8,7 @@
 
 #include "dflash2_test_util.hpp"
 #include "tandem/runtime.hpp"
+#include "../test_model_file.hpp"
 
 // drafter.dflash2 in the engine on the default model (backend.cpu): greedy output with the
 // drafter equals no drafter, token for token (several prompts x 64 tokens, continuous
@@ -158,11 +159,7 @@ BOOST_AUTO_TEST_CASE(greedy_with_the_trained_dflash2_equals_no_drafter) {
 #endif
 
 int main(int argc, char* argv[]) {
-  const char* m = std::getenv("TANDEM_TEST_MODEL");
-  if (!m || !fs::exists(m)) {
-    std::fprintf(stderr, "model file %s not found: skipped\n", m ? m : "(TANDEM_TEST_MODEL unset)");
-    return 77;
-  }
+  if (!tandem::test::test_model_file()) return 77;
 #ifdef DFLASH2_TRAINED
   if (!fs::exists(trained_dir() / "config.json")) {
     std::fprintf(stderr, "no trained drafter at %s: skipped\n", trained_dir().c_str());
