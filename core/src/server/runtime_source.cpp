@@ -1,5 +1,7 @@
 // runtime_source: the real completion source — a runtime opened from a pipeline on a
 // loader thread, then its engine driven by one engine thread.
+#include <pthread.h>
+
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -125,6 +127,7 @@ class runtime_source final : public completion_source {
 
   // The one thread that steps the engine; token callbacks run here.
   void run_engine() {
+    pthread_setname_np(pthread_self(), "tandem-engine");  // top -H, perf and /proc tell the threads apart
     try {
       while (!stopping_) {
         if (!rt_->eng().step()) rt_->eng().wait_for_work(std::chrono::milliseconds(50));
