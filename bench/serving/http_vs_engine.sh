@@ -37,21 +37,22 @@ load() {
 }
 load --salt 99999 > /dev/null  # warm-up: every batch shape once
 ticks() { awk '{print $14 + $15}' "/proc/$srv/stat"; }
-t=0
+io_ticks() { cat /proc/$srv/task/*/stat 2> /dev/null | awk '/\(tandem-io\)/ {t += $14 + $15} END {print t + 0}'; }
+t=0 io=0
 for r in $(seq "$reps"); do
   # shellcheck disable=SC2086
   "$BUILD/bench/engine/bench_engine" --pipeline pipelines/default.yaml --set model="$model" $SETS \
     --set scheduler.max_batch="$max_batch" --streams "$streams" --prompt "$PROMPT" --gen "$GEN" \
     --decode-prompt "$PROMPT" --repeats 1 2> "$out/engine.log" | grep '"decode"' | sed "s/^{/{\"round\":$r,/" >> "$out/engine.jsonl"
-  t0=$(ticks)
+  t0=$(ticks) io0=$(io_ticks)
   load --salt "$r" | grep '^{' | sed "s/^{/{\"round\":$r,/" >> "$out/http.jsonl"
-  t=$(( t + $(ticks) - t0 ))
+  t=$(( t + $(ticks) - t0 )) io=$(( io + $(io_ticks) - io0 ))
 done
 kill "$srv"; wait "$srv" 2> /dev/null
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$out" "$t" "$(getconf CLK_TCK)" << 'EOF'
+python3 - "$out" "$t" "$io" "$(getconf CLK_TCK)" << 'EOF'
 import json, statistics, sys, pathlib
-out = pathlib.Path(sys.argv[1]); ticks, hz = int(sys.argv[2]), int(sys.argv[3])
+out = pathlib.Path(sys.argv[1]); ticks, io, hz = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 eng = [json.loads(l) for l in (out / "engine.jsonl").read_text().splitlines()]
 http = [json.loads(l) for l in (out / "http.jsonl").read_text().splitlines()]
 tokens = sum(r["tokens"] for r in http)
@@ -65,6 +66,7 @@ for c in sorted({e["streams"] for e in eng}):
     print(f"| {c} | {statistics.median(e.values()):,.0f} | {statistics.median(x['decode_tps'] for x in h.values()):,.0f} "
           f"| {ratio:.2f} | {statistics.median(x['output_tps'] for x in h.values()):,.0f} | {100 * cpu:.0f}% |")
 print(f"medians of {len(eng) // max(1, len({e['streams'] for e in eng}))} rounds; HTTP/engine is the median of each round's ratio")
-print(f"server CPU per streamed token (its user + sys over the sse_load runs / tokens): {1e6 * ticks / hz / tokens:.1f} us")
+print(f"server CPU per streamed token (its user + sys over the sse_load runs / tokens): {1e6 * ticks / hz / tokens:.1f} us, "
+      f"of which the I/O threads (tandem-io) {1e6 * io / hz / tokens:.1f} us")
 EOF
-rm -rf "$out"
+if [ -n "${KEEP:-}" ]; then echo "logs in $out"; else rm -rf "$out"; fi
