@@ -18,6 +18,7 @@ reps=${2:-5}
 streams=${3:-1,8,64}
 BUILD=${BUILD:-build} PORT=${PORT:-18123} PROMPT=${PROMPT:-128} GEN=${GEN:-128} SPAN=${SPAN:-20000}
 SETS=${SETS:---set backend.plugin=backend.cpu}
+TANDEM=${TANDEM:-$BUILD/cli/tandem}  # the server binary (another build's, to compare)
 max_batch=$(tr , '\n' <<< "$streams" | sort -n | tail -1)
 export LD_LIBRARY_PATH=$PWD/$BUILD/core/src/base${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export TANDEM_PLUGIN_PATH=${TANDEM_PLUGIN_PATH:-$PWD/$BUILD/plugins}
@@ -27,7 +28,7 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The server first, then R rounds of (bench_engine once, sse_load once): interleaved, so a
 # change in the machine's load hits both sides of a round alike.
 # shellcheck disable=SC2086
-"$BUILD/cli/tandem" serve --pipeline pipelines/default.yaml --set model="$model" $SETS \
+"$TANDEM" serve --pipeline pipelines/default.yaml --set model="$model" $SETS \
   --set scheduler.max_batch="$max_batch" --port "$PORT" > "$out/serve.log" 2>&1 &
 srv=$!
 for _ in $(seq 120); do curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && break; sleep 0.5; done
@@ -36,23 +37,21 @@ load() {
     --prompt-tokens "$PROMPT" --output-len "$GEN" "$@"
 }
 load --salt 99999 > /dev/null  # warm-up: every batch shape once
-ticks() { awk '{print $14 + $15}' "/proc/$srv/stat"; }
-io_ticks() { cat /proc/$srv/task/*/stat 2> /dev/null | awk '/\(tandem-io\)/ {t += $14 + $15} END {print t + 0}'; }
-t=0 io=0
+here=$(dirname "$0")
+python3 "$here/thread_snapshot.py" "$srv" > "$out/threads0.json"  # the server idles during bench_engine
 for r in $(seq "$reps"); do
   # shellcheck disable=SC2086
   "$BUILD/bench/engine/bench_engine" --pipeline pipelines/default.yaml --set model="$model" $SETS \
     --set scheduler.max_batch="$max_batch" --streams "$streams" --prompt "$PROMPT" --gen "$GEN" \
     --decode-prompt "$PROMPT" --repeats 1 2> "$out/engine.log" | grep '"decode"' | sed "s/^{/{\"round\":$r,/" >> "$out/engine.jsonl"
-  t0=$(ticks) io0=$(io_ticks)
   load --salt "$r" | grep '^{' | sed "s/^{/{\"round\":$r,/" >> "$out/http.jsonl"
-  t=$(( t + $(ticks) - t0 )) io=$(( io + $(io_ticks) - io0 ))
 done
+python3 "$here/thread_snapshot.py" "$srv" > "$out/threads1.json"
 kill "$srv"; wait "$srv" 2> /dev/null
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$out" "$t" "$io" "$(getconf CLK_TCK)" << 'EOF'
+python3 - "$out" << 'EOF'
 import json, statistics, sys, pathlib
-out = pathlib.Path(sys.argv[1]); ticks, io, hz = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+out = pathlib.Path(sys.argv[1])
 eng = [json.loads(l) for l in (out / "engine.jsonl").read_text().splitlines()]
 http = [json.loads(l) for l in (out / "http.jsonl").read_text().splitlines()]
 tokens = sum(r["tokens"] for r in http)
@@ -66,7 +65,8 @@ for c in sorted({e["streams"] for e in eng}):
     print(f"| {c} | {statistics.median(e.values()):,.0f} | {statistics.median(x['decode_tps'] for x in h.values()):,.0f} "
           f"| {ratio:.2f} | {statistics.median(x['output_tps'] for x in h.values()):,.0f} | {100 * cpu:.0f}% |")
 print(f"medians of {len(eng) // max(1, len({e['streams'] for e in eng}))} rounds; HTTP/engine is the median of each round's ratio")
-print(f"server CPU per streamed token (its user + sys over the sse_load runs / tokens): {1e6 * ticks / hz / tokens:.1f} us, "
-      f"of which the I/O threads (tandem-io) {1e6 * io / hz / tokens:.1f} us")
+print(f"\nserver threads over the sse_load runs, per streamed token ({tokens} tokens):")
 EOF
+python3 "$here/thread_snapshot.py" --diff "$out/threads0.json" "$out/threads1.json" \
+  "$(python3 -c 'import json,sys; print(sum(json.loads(l)["tokens"] for l in open(sys.argv[1])))' "$out/http.jsonl")"
 if [ -n "${KEEP:-}" ]; then echo "logs in $out"; else rm -rf "$out"; fi
