@@ -13,7 +13,9 @@ Output tokens are the server's usage.completion_tokens (stream_options.include_u
       --concurrency 1 4 16 --num-prompts 32 --input-len 64 --output-len 64
 
 Prints one table per concurrency level and one JSON line per level (packages:
-tools/requirements-e2e.txt).
+tools/requirements-e2e.txt), with the client's own CPU share: this client is one Python
+thread, so at tens of thousands of events a second it, not the server, sets the figure
+(bench/serving/sse_load.cpp is the C++ client for that regime).
 """
 import argparse
 import asyncio
@@ -74,16 +76,17 @@ async def run_level(args, concurrency, prompts):
         async def limited(p):
             async with sem:
                 return await one_request(client, args, p)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         results = await asyncio.gather(*[limited(p) for p in prompts])
         duration = time.perf_counter() - t0
-    return results, duration
+        cpu = time.process_time() - c0
+    return results, duration, cpu
 
 
-def summarize(concurrency, results, duration):
+def summarize(concurrency, results, duration, cpu):
     ok = [r for r in results if r["ok"]]
     s = {"concurrency": concurrency, "completed": len(ok), "failed": len(results) - len(ok),
-         "duration_s": duration, "input_tokens": sum(r["in"] for r in ok),
+         "duration_s": duration, "client_cpu_share": cpu / duration, "input_tokens": sum(r["in"] for r in ok),
          "output_tokens": sum(r["out"] for r in ok),
          "request_throughput": len(ok) / duration, "output_throughput": sum(r["out"] for r in ok) / duration}
     series = {"ttft": [r["ttft"] for r in ok], "tpot": [r["tpot"] for r in ok if r["tpot"] is not None],
@@ -102,6 +105,9 @@ def print_table(s):
     print(f"{'Total input / generated tokens:':<34}{s['input_tokens']} / {s['output_tokens']}")
     print(f"{'Request throughput (req/s):':<34}{s['request_throughput']:.2f}")
     print(f"{'Output token throughput (tok/s):':<34}{s['output_throughput']:.2f}")
+    # Near 100%, this one-thread Python client is what limits the figure (about 75-100 us of
+    # CPU per SSE event on the 2-core CPU machine): measure with sse_load (C++) instead.
+    print(f"{'Client CPU (% of one core):':<34}{100 * s['client_cpu_share']:.0f}")
     print(f"{'metric (ms)':<10}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}")
     for name in ("ttft", "tpot", "itl", "e2el"):
         print(f"{name.upper():<10}" + "".join(f"{s[k]:>10.2f}" for k in
@@ -125,8 +131,8 @@ def main():
     rng = random.Random(args.seed)
     for c in args.concurrency:
         prompts = [make_prompt(rng, args.input_len) for _ in range(args.num_prompts)]
-        results, duration = asyncio.run(run_level(args, c, prompts))
-        s = summarize(c, results, duration)
+        results, duration, cpu = asyncio.run(run_level(args, c, prompts))
+        s = summarize(c, results, duration, cpu)
         print_table(s)
         print(json.dumps({"bench": "serving", "model": args.model, **s}))
         for r in results:

@@ -7,6 +7,7 @@
 #include "api_error.hpp"
 #include "fingerprint.hpp"
 #include "sse.hpp"
+#include "stream_chunk.hpp"
 #include "tandem/logger.hpp"
 
 namespace tandem::http {
@@ -115,14 +116,13 @@ void completion_job::on_token(choice& c, const token_event& ev, clock::time_poin
       first_token_ = at;
       ctx_.metrics.observe_ttft(seconds(at - arrival_));
     }
-  } else {
-    ctx_.metrics.observe_inter_token(seconds(at - c.last_token));
   }
+  const double inter_token = c.tokens > 0 ? seconds(at - c.last_token) : -1;
   c.last_token = at;
   echo_prompt(c);
   if (spec_.gen.max_tokens == 0) return;  // echo only: the one sampled token is not part of the answer
   ++c.tokens;
-  ctx_.metrics.add_generation_tokens(1);
+  ctx_.metrics.add_generated_token(inter_token);  // one lock per token, not two
   // An end-of-generation or stop token finishes the choice; its text is not part of it.
   if (ev.finished == finish_reason::stop) return;
   if (spec_.gen.logprobs >= 0) {
@@ -176,6 +176,13 @@ void completion_job::release(choice& c, std::string text) {
     return;
   }
   if (text.empty() && c.lps.empty()) return;
+  if (c.lps.empty() && (!spec_.chat || c.sent_role)) {
+    // A plain text delta (choice_json would have nothing to update): the same bytes
+    // without building the DOM (stream_chunk.hpp).
+    if (chunk_head_.empty()) chunk_head_ = chunk_head(chunk_base());
+    if (!answered_) sink_->stream(text_delta_event(chunk_head_, c.index, spec_.chat, text));
+    return;
+  }
   boost::json::object chunk = chunk_base();
   boost::json::array arr;
   arr.push_back(choice_json(c, std::move(text), nullptr, false));

@@ -78,6 +78,7 @@ class completion_job : public std::enable_shared_from_this<completion_job> {
   job_spec spec_;
   clock::time_point arrival_, first_token_{};
   std::string id_, fingerprint_;
+  std::string chunk_head_;  // text deltas' opening bytes (stream_chunk.hpp), made on first use
   int64_t created_;
   std::vector<std::unique_ptr<choice>> choices_;
   std::shared_ptr<job_registry> registry_;

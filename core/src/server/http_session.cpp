@@ -203,16 +203,26 @@ void http_session::enqueue(std::string bytes, bool last) {
   if (!writing_) pump();
 }
 
+// Everything queued, up to the end of this exchange's response, goes out in one gathered
+// write (one syscall, usually one TCP segment): the events a connection has ready when a
+// write completes (a step's tokens, a choice's finish, usage, [DONE], the last chunk) are
+// not written one round trip at a time. Each stays its own HTTP chunk and SSE event.
 void http_session::pump() {
   if (queue_.empty() || gone_) return;
   writing_ = true;
   stream_.expires_after(write_timeout);
-  const bool last = queue_.front().last;
-  net::async_write(stream_, net::buffer(queue_.front().bytes),
-                   [self = shared_from_this(), last](beast::error_code ec, size_t) { self->on_write(ec, last); });
+  gather_.clear();
+  bool last = false;
+  for (const auto& w : queue_) {
+    gather_.push_back(net::buffer(w.bytes));
+    if ((last = w.last)) break;
+  }
+  net::async_write(stream_, gather_, [self = shared_from_this(), n = gather_.size(), last](beast::error_code ec, size_t) {
+    self->on_write(ec, n, last);
+  });
 }
 
-void http_session::on_write(beast::error_code ec, bool last) {
+void http_session::on_write(beast::error_code ec, size_t written, bool last) {
   writing_ = false;
   if (gone_ || closed_) {  // hung up while this write was in flight
     queue_.clear();
@@ -222,7 +232,7 @@ void http_session::on_write(beast::error_code ec, bool last) {
     hang_up();
     return;
   }
-  queue_.pop_front();
+  queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(written));
   if (!last) {
     pump();
     return;

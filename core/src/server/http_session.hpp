@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "response_sink.hpp"
 #include "router.hpp"
@@ -55,7 +56,7 @@ class http_session : public std::enable_shared_from_this<http_session>, public r
   void send(int status, std::string body, const std::string& content_type);
   void enqueue(std::string bytes, bool last);
   void pump();
-  void on_write(boost::beast::error_code ec, bool last);
+  void on_write(boost::beast::error_code ec, size_t written, bool last);
   void watch_disconnect();
   void on_readable(boost::beast::error_code ec, uint64_t generation);
   void on_end_of_input();
@@ -76,7 +77,8 @@ class http_session : public std::enable_shared_from_this<http_session>, public r
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   server_context& ctx_;
   router& router_;
-  std::deque<pending_write> queue_;
+  std::deque<pending_write> queue_;  // a deque: pushing keeps the bytes of a write in flight in place
+  std::vector<boost::asio::const_buffer> gather_;  // the write in flight: queue_'s first entries
   std::shared_ptr<completion_job> job_;
   clock::time_point arrival_;
   std::string method_, target_;

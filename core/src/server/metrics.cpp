@@ -98,6 +98,11 @@ void server_metrics::add_prompt_tokens(uint64_t n) { std::lock_guard l(mu_); pro
 void server_metrics::add_generation_tokens(uint64_t n) { std::lock_guard l(mu_); generation_tokens_ += n; }
 void server_metrics::observe_ttft(double s) { std::lock_guard l(mu_); ttft_.observe(s); }
 void server_metrics::observe_inter_token(double s) { std::lock_guard l(mu_); itl_.observe(s); }
+void server_metrics::add_generated_token(double inter_token_s) {
+  std::lock_guard l(mu_);
+  ++generation_tokens_;
+  if (inter_token_s >= 0) itl_.observe(inter_token_s);
+}
 void server_metrics::observe_e2e(double s) { std::lock_guard l(mu_); e2e_.observe(s); }
 void server_metrics::observe_queue(double s) { std::lock_guard l(mu_); queue_.observe(s); }
 void server_metrics::count_http(int status) { std::lock_guard l(mu_); ++http_[status]; }

@@ -41,6 +41,9 @@ class server_metrics {
   void add_generation_tokens(uint64_t n);
   void observe_ttft(double s);
   void observe_inter_token(double s);
+  // One generated token, and its gap to the previous one (< 0: the first): both counters
+  // under one lock, as the I/O threads record every token.
+  void add_generated_token(double inter_token_s);
   void observe_e2e(double s);
   void observe_queue(double s);
   // TTFT and queue time of a request admitted as `cls` (warm | cold); queue < 0 = unknown.

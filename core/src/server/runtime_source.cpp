@@ -1,10 +1,13 @@
 // runtime_source: the real completion source — a runtime opened from a pipeline on a
 // loader thread, then its engine driven by one engine thread.
+#include <pthread.h>
+
 #include <atomic>
 #include <mutex>
 #include <thread>
 
 #include "completion_source.hpp"
+#include "event_relay.hpp"
 #include "grammar_vocabulary.hpp"
 #include "tandem/chat_prompt.hpp"
 #include "tandem/logger.hpp"
@@ -84,7 +87,10 @@ class runtime_source final : public completion_source {
     return std::make_unique<runtime_decoder>(rt_->tok(), skip_special);
   }
 
-  uint64_t submit(generation_request r) override { return rt_->eng().submit(std::move(r)); }
+  uint64_t submit(generation_request r) override {
+    if (r.on_event) r.on_event = relay_.wrap(std::move(r.on_event));  // delivered after the step
+    return rt_->eng().submit(std::move(r));
+  }
   void cancel(uint64_t id) override { rt_->eng().cancel(id); }
   bool reset_prefix_cache() override {
     if (state_ != source_state::ready) return false;
@@ -100,6 +106,7 @@ class runtime_source final : public completion_source {
     stopping_ = true;
     if (loader_.joinable()) loader_.join();
     if (engine_thread_.joinable()) engine_thread_.join();
+    relay_.stop();  // the events the engine emitted last reach their connections
     if (rt_) {
       // Pending requests hold callbacks bound to the server's sockets: drop them now.
       state_ = source_state::dead;
@@ -125,14 +132,17 @@ class runtime_source final : public completion_source {
 
   // The one thread that steps the engine; token callbacks run here.
   void run_engine() {
+    pthread_setname_np(pthread_self(), "tandem-engine");  // top -H, perf and /proc tell the threads apart
     try {
       while (!stopping_) {
         if (!rt_->eng().step()) rt_->eng().wait_for_work(std::chrono::milliseconds(50));
+        relay_.flush();  // this step's token events, handed to the I/O side at once
         snapshot();
       }
     } catch (const std::exception& e) {
       die(std::string("engine thread stopped: ") + e.what());
     }
+    relay_.flush();
   }
 
   // engine::stats() reads state only the engine thread may touch, so it is read here.
@@ -203,6 +213,7 @@ class runtime_source final : public completion_source {
   mutable std::mutex mu_;
   std::string failure_;
   source_stats stats_;
+  http::event_relay relay_;  // before the threads: they use it
   std::thread loader_, engine_thread_;
   mutable std::once_flag grammar_once_;
   mutable std::unique_ptr<grammar_compiler> grammar_;

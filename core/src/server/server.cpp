@@ -6,6 +6,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/strand.hpp>
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sys/resource.h>
 
 #include <thread>
@@ -81,7 +82,11 @@ uint16_t server::start() {
   const uint16_t port = m.listen.open(ep);
   m.work.emplace(m.ioc.get_executor());
   m.listen.start();
-  for (int i = 0; i < m.ctx.opt.io_threads; ++i) m.threads.emplace_back([&m] { m.ioc.run(); });
+  for (int i = 0; i < m.ctx.opt.io_threads; ++i)
+    m.threads.emplace_back([&m] {
+      pthread_setname_np(pthread_self(), "tandem-io");  // top -H, perf and /proc tell the threads apart
+      m.ioc.run();
+    });
   m.started = true;
   return port;
 }
