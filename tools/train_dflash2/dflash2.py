@@ -252,8 +252,13 @@ class DFlash2(nn.Module):
         cb = self.selector.codebook
         prev, out = anchor, []
         for k in range(m):
-            # stable descending sort: equal logits keep ascending id order (lower id first)
-            cand = torch.sort(logits[k], descending=True, stable=True).indices[: cf.selector_top_k]
+            K = cf.selector_top_k
+            top = logits[k].topk(min(K + 1, logits.shape[-1]))
+            if K < logits.shape[-1] and top.values[K - 1] == top.values[K]:
+                # a tie at the boundary: stable descending sort keeps the lower ids first
+                cand = torch.sort(logits[k], descending=True, stable=True).indices[:K]
+            else:  # the top-K set is unique; its order does not matter (sorted by id below)
+                cand = top.indices[:K]
             cand = cand.sort().values  # argmax takes the first max: ascending ids = lower id wins
             g = self.selector.proj(z[k])
             score = logits[k][cand] + (cb[cand] * (cb[prev] * g)).sum(-1)
@@ -284,9 +289,10 @@ def _chunk_loss(z, gsel, tgt, prev, valid, w, head, codebook, top_k):
     return (ce * w * vf).sum(), (sel * vf).sum()
 
 
-def training_loss(model, embedding, head, taps, tokens, ctx_valid, anchors, gamma=4.0, chunk=1024):
+def training_loss(model, embedding, head, taps, tokens, ctx_valid, anchors, gamma=4.0, chunk=1024, ckpt=True):
     """taps [S, n, T*d], tokens [S, n] (ids, -1 = padding), ctx_valid [S, n], anchors [S, A]
-    (anchor positions; every anchor's token is real). Positions are 0..n-1.
+    (anchor positions; every anchor's token is real). Positions are 0..n-1. ckpt recomputes
+    each chunk's logits on backward instead of keeping them (memory for time).
 
     Returns (loss, stats). loss = sum_k w_k CE_k / sum_k w_k + mean selector CE, both averaged
     over the valid (anchor, k) pairs: the normalisation ARCHITECTURE.md leaves open.
@@ -312,11 +318,37 @@ def training_loss(model, embedding, head, taps, tokens, ctx_valid, anchors, gamm
     sel_sum = zf.new_zeros(())
     for i in range(0, zf.shape[0], chunk):
         sl = slice(i, i + chunk)
-        a, b = checkpoint(_chunk_loss, zf[sl], gsel[sl], tf[sl], pf[sl].clamp_min(0), vf[sl], wf[sl],
-                          head, cb, cf.selector_top_k, use_reentrant=False)
+        args = (zf[sl], gsel[sl], tf[sl], pf[sl].clamp_min(0), vf[sl], wf[sl], head, cb, cf.selector_top_k)
+        a, b = checkpoint(_chunk_loss, *args, use_reentrant=False) if ckpt else _chunk_loss(*args)
         ce_sum, sel_sum = ce_sum + a, sel_sum + b
     nvalid = vf.sum().clamp_min(1)
     wsum = (wf * vf).sum().clamp_min(1e-9)
     ce = ce_sum / wsum
     sel = sel_sum / nvalid
     return ce + sel, {"ce": float(ce.detach()), "sel": float(sel.detach()), "pairs": int(nvalid)}
+
+
+def load_drafter(path) -> DFlash2:
+    """A drafter directory (single file or HF-sharded), checked against its MANIFEST.sha256."""
+    import hashlib
+    import os
+
+    from safetensors.torch import load_file
+    with open(os.path.join(path, "MANIFEST.sha256")) as f:
+        for line in f:
+            digest, name = line.split()
+            with open(os.path.join(path, name), "rb") as fh:
+                if hashlib.sha256(fh.read()).hexdigest() != digest:
+                    raise ValueError(f"{name}: sha256 differs from MANIFEST.sha256")
+    model = DFlash2(load_config(os.path.join(path, "config.json")))
+    index = os.path.join(path, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    sd = {}
+    for name in files:
+        sd.update(load_file(os.path.join(path, name)))
+    model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=True)
+    return model.eval()
