@@ -271,6 +271,7 @@ def write_training_md(args, train, held, ntok, t_taps, t_train, t_all, rows):
     for r in train:
         tasks[r["task"]] = tasks.get(r["task"], 0) + 1
     resp = sum(len(r["response_ids"]) for r in train)
+    gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else "no GPU used"
     cmd = "nice -n 10 .venv/bin/python tools/train_dflash2/train.py " + " ".join(sys.argv[1:])
     text = f"""# smollm2-135m-instruct-dflash2: how it was trained
 
@@ -291,7 +292,7 @@ tandem serves). Trained by `tools/train_dflash2/train.py` on the target's own gr
 
 ## Run
 - Command: `{cmd}` (seed {args.seed}, device {args.device}, {args.threads} threads).
-- Machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} cores shared with C++ builds, no GPU;
+- Machine: {platform.machine()}, {os.cpu_count()} cores, {gpu};
   torch {torch.__version__}.
 - Taps: target loaded from the GGUF by transformers (Q4_1 dequantized to f32), taps of layers
   {CONFIG['target_layers']} (outputs before the final norm), {t_taps:.0f} s.
