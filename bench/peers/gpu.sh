@@ -15,7 +15,7 @@
 # The figures: prefill tok/s at 128..32k-token prompts (llama-bench -p, best of ubatch 512
 # and 2048; tandem bench_engine --prompt), decode tok/s at 1..128 streams of 128+128 tokens
 # (llama-batched-bench S_TG; tandem bench_engine --streams), and both servers over HTTP
-# under bench/serving/bench_serving.py at 1 and 64 concurrent streams. Logs and JSON in $OUT.
+# under bench/serving/bench_serving.py and bench/serving/sse_load at 1 and 64 concurrent streams. Logs and JSON in $OUT.
 set -uo pipefail
 phase=${1:?usage: gpu.sh build|tests|run}
 source "$(dirname "$0")/../../scripts/gpu-env.sh"
@@ -108,6 +108,10 @@ run)
   for pair in llama:8091 tandem:8092; do
     timeout 150 python3 bench/serving/bench_serving.py --base-url "http://127.0.0.1:${pair#*:}" --concurrency 1 64 \
       --num-prompts 128 --input-len 128 --output-len 128 > "$OUT/http_${pair%%:*}.txt" 2>&1
+    # The C++ client too: one Python thread (~100 us per SSE event) caps bench_serving.py
+    # near 15k tok/s, so its 64-stream figure may measure the client (bench/RESULTS.md).
+    timeout 120 "$BUILD/bench/serving/sse_load" --port "${pair#*:}" --concurrency 1,64 --prompt-tokens 128 \
+      --output-len 128 > "$OUT/http_sse_${pair%%:*}.txt" 2>&1
   done
   kill $lsrv $tsrv 2>/dev/null; wait 2>/dev/null
   step "table"

@@ -107,6 +107,37 @@ def compute_taps(target, seqs, layers, device, tok_budget=4096):
     return out
 
 
+@torch.no_grad()
+def init_from_target(model, target, layers):
+    """Starts draft layer i as a copy of target layer layers[i] (same shapes: the drafter has
+    the target's width and head layout) and the context path as that first layer's own input:
+    fc picks the tap just below it (identity on that slice, zero elsewhere) and hidden_norm is
+    its input norm, so at step 0 the first draft layer's context keys and values are the
+    target's own. The final norm is the target's. Why: a 2-layer drafter trained for minutes
+    on a CPU learns far more from the target's late layers than from noise."""
+    cfg = model.cfg
+    if len(layers) != cfg.num_layers:
+        raise SystemExit(f"--init-from-target names {len(layers)} layers, the drafter has {cfg.num_layers}")
+    below = layers[0] - 1
+    if below not in cfg.target_layers:
+        raise SystemExit(f"--init-from-target: layer {below} (below {layers[0]}) is not a tap {cfg.target_layers}")
+    t = cfg.target_layers.index(below)
+    d = cfg.hidden_size
+    model.fc.weight.zero_()
+    model.fc.weight[:, t * d:(t + 1) * d] = torch.eye(d)
+    tl = target.model.layers
+    model.hidden_norm.weight.copy_(tl[layers[0]].input_layernorm.weight)
+    for L, i in zip(model.layers, layers):
+        src = tl[i]
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            getattr(L, name).weight.copy_(getattr(src.self_attn, name).weight)
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            getattr(L, name).weight.copy_(getattr(src.mlp, name).weight)
+        L.input_norm.weight.copy_(src.input_layernorm.weight)
+        L.post_norm.weight.copy_(src.post_attention_layernorm.weight)
+    model.norm.weight.copy_(target.model.norm.weight)
+
+
 def make_batch(items, taps, n_anchors, B, rng, device):
     """items: records with prompt_ids/response_ids; anchors P in [len(prompt)-1, len-2]."""
     seqs = [r["prompt_ids"] + r["response_ids"] for r in items]
@@ -189,6 +220,9 @@ def main():
                     help="recompute LM-head chunks on backward (1/0; default: on for cuda, off for cpu)")
     ap.add_argument("--max-seqs", type=int, default=0, help="use at most this many training sequences")
     ap.add_argument("--out", default=OUT_DIR)
+    ap.add_argument("--init-from-target", default="",
+                    help="comma-separated target layers to start the draft layers from (e.g. 28,29); empty: random")
+    ap.add_argument("--taps-cache", default="", help="a file to keep the computed taps in (reused when it matches)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -197,7 +231,8 @@ def main():
     ckpt = dev.type == "cuda" if args.ckpt < 0 else bool(args.ckpt)
     t_start = time.time()
 
-    train, held = split(load_jsonl(args.data))
+    recs = [r for path in args.data.split(",") for r in load_jsonl(path)]
+    train, held = split(recs)
     if args.max_seqs:
         train = train[: args.max_seqs]
     cfg = Config.from_dict(CONFIG)
@@ -206,13 +241,23 @@ def main():
     head = target.get_output_embeddings().weight.detach().float()
     assert emb.data_ptr() == head.data_ptr() or torch.equal(emb, head)  # SmolLM2 ties them
     t0 = time.time()
-    taps = compute_taps(target, [r["prompt_ids"] + r["response_ids"] for r in train], cfg.target_layers, dev)
+    seqs = [r["prompt_ids"] + r["response_ids"] for r in train]
+    key = hashlib.sha256(json.dumps([seqs, cfg.target_layers]).encode()).hexdigest()
+    taps = None
+    if args.taps_cache and os.path.exists(args.taps_cache):
+        cached = torch.load(args.taps_cache)
+        taps = cached["taps"] if cached.get("key") == key else None
+    if taps is None:
+        taps = compute_taps(target, seqs, cfg.target_layers, dev)
+        if args.taps_cache:
+            torch.save({"key": key, "taps": taps}, args.taps_cache)
     t_taps = time.time() - t0
     ntok = sum(len(t) for t in taps)
     print(f"taps: {len(train)} sequences, {ntok} tokens in {t_taps:.0f}s", flush=True)
-    del target
-
     model = DFlash2(cfg).to(dev)
+    if args.init_from_target:
+        init_from_target(model, target, [int(x) for x in args.init_from_target.split(",")])
+    del target
     params = [p for p in model.parameters()]
     decay = [p for p in params if p.dim() >= 2]
     nodecay = [p for p in params if p.dim() < 2]
