@@ -3,6 +3,7 @@
 #include <iterator>
 
 #include "dflash2_drafter.hpp"
+#include "tandem/drafter_keys.hpp"
 #include "tandem/plugin_abi.hpp"
 
 namespace {
@@ -12,11 +13,8 @@ const tandem::config_key keys[] = {
      "the drafter directory (config.json, model.safetensors, MANIFEST.sha256); relative to the working directory"},
     {"k", tandem::config_type::integer, "0",
      "most draft tokens per step (vLLM num_speculative_tokens), at most block_size - 1; 0 = block_size - 1", 0, 64},
-    {"adaptive", tandem::config_type::boolean, "true",
-     "the engine picks each sequence's draft length (0..k) from its acceptance and measured step times; "
-     "false = always up to k"},
-    {"disable_above_batch", tandem::config_type::integer, "0",
-     "no drafts in a step of more sequences than this; 0 = always draft", 0, 1 << 20},
+    tandem::draft_adaptive_key,
+    tandem::draft_disable_above_batch_key,
 };
 
 tandem::plugin_object* create(const tandem::plugin_context& ctx) {

@@ -3,6 +3,7 @@
 #include <iterator>
 
 #include "ngram_drafter.hpp"
+#include "tandem/drafter_keys.hpp"
 #include "tandem/plugin_abi.hpp"
 
 namespace {
@@ -11,11 +12,8 @@ const tandem::config_key keys[] = {
     {"min_n", tandem::config_type::integer, "1", "shortest suffix n-gram to look up (vLLM prompt_lookup_min)", 1, 64},
     {"max_n", tandem::config_type::integer, "4", "longest suffix n-gram to look up (vLLM prompt_lookup_max)", 1, 64},
     {"k", tandem::config_type::integer, "4", "most draft tokens per step (vLLM num_speculative_tokens)", 1, 64},
-    {"adaptive", tandem::config_type::boolean, "true",
-     "the engine picks each sequence's draft length (0..k) from its acceptance and measured step times; "
-     "false = always up to k"},
-    {"disable_above_batch", tandem::config_type::integer, "0",
-     "no drafts in a step of more sequences than this; 0 = always draft", 0, 1 << 20},
+    tandem::draft_adaptive_key,
+    tandem::draft_disable_above_batch_key,
 };
 
 tandem::plugin_object* create(const tandem::plugin_context& ctx) {

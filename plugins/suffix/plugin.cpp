@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "suffix_drafter.hpp"
+#include "tandem/drafter_keys.hpp"
 #include "tandem/plugin_abi.hpp"
 
 namespace {
@@ -22,11 +23,8 @@ const tandem::config_key keys[] = {
      "finished outputs kept in the global trie; 0 = no global cache", 0, 1 << 24},
     {"max_cached_tokens", tandem::config_type::integer, "65536",
      "tokens kept in the global trie (its memory bound: at most max_depth nodes per token)", 0, 1 << 26},
-    {"adaptive", tandem::config_type::boolean, "true",
-     "the engine picks each sequence's draft length (0..k) from its acceptance and measured step times; "
-     "false = always up to k"},
-    {"disable_above_batch", tandem::config_type::integer, "0",
-     "no drafts in a step of more sequences than this; 0 = always draft", 0, 1 << 20},
+    tandem::draft_adaptive_key,
+    tandem::draft_disable_above_batch_key,
 };
 
 tandem::plugin_object* create(const tandem::plugin_context& ctx) {
