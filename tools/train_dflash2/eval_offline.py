@@ -57,7 +57,8 @@ def summarize(counts, B):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--drafter", default=OUT_DIR)
-    ap.add_argument("--data", default=os.path.join(ROOT, "tools/train_dflash2/data/train.jsonl"))
+    ap.add_argument("--data", default=os.path.join(ROOT, "tools/train_dflash2/data/train.jsonl"),
+                    help="comma-separated jsonl files, as train.py's --data (their held-out split)")
     ap.add_argument("--bench", default=os.path.join(ROOT, "tools/train_dflash2/data/bench.jsonl"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--write", action="store_true", help="write the figures into the drafter's TRAINING.md")
@@ -65,7 +66,7 @@ def main():
     torch.set_num_threads(args.threads)
     model = load_drafter(args.drafter)
     B = model.cfg.block_size
-    _, held = split(load_jsonl(args.data))
+    _, held = split([r for path in args.data.split(",") for r in load_jsonl(path)])
     bench = load_jsonl(args.bench)
     target = load_target("cpu")
     emb = target.model.embed_tokens.weight.detach().float()
