@@ -41,6 +41,8 @@ cuda_backend::~cuda_backend() {
 }
 
 bool cuda_backend::supports(backend_op op) const {
+  // The batch-invariant mode covers the dense GQA ops only (cuda_backend.hpp).
+  if (opt_.batch_invariant && family(op) != "dense") return false;
   switch (op) {
     case backend_op::moe_route:
     case backend_op::moe_experts:
@@ -60,10 +62,13 @@ std::string cuda_backend::describe() const {
   char line[512];
   std::snprintf(line, sizeof line,
                 "CUDA %s (sm_%d%d, %d SMs, %.1f of %.1f GiB free): f32 activations, "
-                "Q4_1/Q8_0 GEMV (%s activations), f16 tensor-core GEMM for prefill, CUDA graphs %s",
+                "Q4_1/Q8_0 GEMV (%s activations), %s, CUDA graphs %s",
                 prop_.name, prop_.major, prop_.minor, prop_.multiProcessorCount,
                 static_cast<double>(free_b) / (1 << 30), static_cast<double>(total_b) / (1 << 30),
-                opt_.q8_activations ? "q8" : "f32", opt_.graphs ? "on" : "off");
+                opt_.q8_activations ? "q8" : "f32",
+                opt_.batch_invariant ? "batch-invariant (GEMV and prefill attention for every row; dense GQA ops only)"
+                                     : "f16 tensor-core GEMM for prefill",
+                opt_.graphs ? "on" : "off");
   return line;
 }
 
@@ -92,9 +97,17 @@ void cuda_backend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
 
 void cuda_backend::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
+// The f16 copy for the GEMM is not made in the batch-invariant mode: every row takes the GEMV.
+bool cuda_backend::uses_gemm() const { return opt_.gemm && !opt_.batch_invariant; }
+
 std::unique_ptr<linear_weight> cuda_backend::load_linear(const tensor_info& w) {
-  if (w.type == dtype::exl3) return std::make_unique<cuda_exl3_linear>(w, stream_);
-  return std::make_unique<cuda_linear>(w, opt_.gemm, stream_);
+  if (w.type == dtype::exl3) {
+    if (opt_.batch_invariant)
+      throw config_error("backend", "backend.cuda: batch_invariant covers Q4_1/Q8_0/float linears, not the EXL3 tensor " +
+                                        w.name + " (its kernels choose by row count)");
+    return std::make_unique<cuda_exl3_linear>(w, stream_);
+  }
+  return std::make_unique<cuda_linear>(w, uses_gemm(), stream_);
 }
 
 std::unique_ptr<linear_weight> cuda_backend::load_linear_group(std::span<const tensor_info* const> parts) {
@@ -105,7 +118,7 @@ std::unique_ptr<linear_weight> cuda_backend::load_linear_group(std::span<const t
         parts.front()->shape.size() != 2 ||
         p->shape[1] != parts.front()->shape[1] || parts.size() > 4)
       return backend::load_linear_group(parts);
-  return std::make_unique<cuda_linear>(parts, opt_.gemm, stream_);
+  return std::make_unique<cuda_linear>(parts, uses_gemm(), stream_);
 }
 
 std::unique_ptr<device_buffer> cuda_backend::load_tensor(const tensor_info& t, dtype as) {

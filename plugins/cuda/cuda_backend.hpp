@@ -46,6 +46,13 @@ struct cuda_options {
   bool q8_activations = true;  // decode GEMV with activations quantized as backend.cpu's q8 (else f32;
                                // EXL3 MUL1: int8 activations per 128-block, else fp16)
   double memory_utilization = 0.9;  // share of (free memory after the weights - 1 GiB)
+  // Every row's arithmetic independent of the step's shape: linears always on the GEMV
+  // (no f16 GEMM, whose kernel cuBLAS picks by row count) and attention always on the
+  // prefill kernel (one key order per query row), so a token's logits are bit-identical
+  // whether it is decoded alone, in a batch, in a verify step or in a prompt chunk. What
+  // makes speculative decoding exactly plain decoding on the GPU; slower for long prompts
+  // and long contexts. Dense GQA models only (MoE, MLA and EXL3 are refused at load).
+  bool batch_invariant = false;
 };
 
 class cuda_backend final : public backend {
@@ -129,6 +136,7 @@ class cuda_backend final : public backend {
   op_profiler& profiler() { return prof_; }
 
  private:
+  bool uses_gemm() const;  // linears get the f16 copy the tensor-core GEMM reads
   void* grow(scratch& s, size_t bytes, const char* op);  // drops graphs when it reallocates
   void drop_graphs();
 

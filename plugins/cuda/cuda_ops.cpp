@@ -221,8 +221,12 @@ void cuda_backend::linear_fused(const linear_weight& w, tensor_view x, const lin
   if (n == 0) return;
   const auto* lw = dynamic_cast<const cuda_linear*>(&w);
   // Decode with 8-bit activations: the GEMV stages x per block, so the prologue and the
-  // add are part of its one launch.
-  if (lw != nullptr && n <= gemv_preferred(lw->matrix()) && opt_.q8_activations && gemv_q8_supported(lw->matrix()) &&
+  // add are part of its one launch. (Batch-invariant: up to the GEMV's whole row limit;
+  // the staged prologue is the separate kernels' arithmetic bit for bit, so rows past it
+  // agree too.)
+  const int64_t fused_max =
+      lw == nullptr ? 0 : opt_.batch_invariant ? gemv_limit(lw->matrix()) : gemv_preferred(lw->matrix());
+  if (lw != nullptr && n <= fused_max && opt_.q8_activations && gemv_q8_supported(lw->matrix()) &&
       (dp.kind == dev_prologue::none || gemv_q8_stageable(lw->matrix(), n))) {
     op_profiler::scope timed(prof_, "linear (fused)", stream_);
     const dev_matrix& m = lw->matrix();
@@ -286,7 +290,9 @@ void cuda_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_sto
   b.seq_lens = i32(batch.seq_lens, "attention", "seq_lens");
   b.page_table = i32(batch.page_table, "attention", "page_table");
   b.slot_mapping = i32(batch.slot_mapping, "attention", "slot_mapping");
-  const bool decode = batch.n_tokens == batch.n_seqs && n_heads / pool.n_kv_heads <= 8;
+  // Batch-invariant: every row on the prefill kernel, whose key order per query row does
+  // not depend on the other rows (the decode kernel splits keys by the batch's size).
+  const bool decode = !opt_.batch_invariant && batch.n_tokens == batch.n_seqs && n_heads / pool.n_kv_heads <= 8;
   dev_rope dr;
   if (batch.rope != nullptr) {
     dr = {true, batch.rope->theta, batch.rope->rotary_dims, batch.rope->neox};

@@ -25,6 +25,10 @@ const config_key keys[] = {
     {"q8_activations", config_type::boolean, "true",
      "decode GEMV quantizes activations to 8 bits as backend.cpu's default linear (false: f32 dots, as linear=float); "
      "EXL3 MUL1 weights: int8 activations per 128-block, the tensor core doing the codebook's byte sums"},
+    {"batch_invariant", config_type::boolean, "false",
+     "every token's logits independent of the step's shape (batch size, verify rows, prompt chunking): "
+     "linears always on the GEMV, attention always on the prefill kernel; makes speculative decoding "
+     "token-identical to plain decoding, at a cost for long prompts and contexts; dense GQA models only"},
 };
 
 // The module carries machine code for sm_90a (H100/H200) and sm_121a (GB10) only.
@@ -50,6 +54,7 @@ plugin_object* create(const plugin_context& ctx) {
     if (ctx.cfg->has("graphs")) opt.graphs = ctx.cfg->get_bool("graphs");
     if (ctx.cfg->has("gemm")) opt.gemm = ctx.cfg->get_bool("gemm");
     if (ctx.cfg->has("q8_activations")) opt.q8_activations = ctx.cfg->get_bool("q8_activations");
+    if (ctx.cfg->has("batch_invariant")) opt.batch_invariant = ctx.cfg->get_bool("batch_invariant");
   }
   auto* be = new cuda_backend(opt);
   if (ctx.log != nullptr) ctx.log->info(be->describe());

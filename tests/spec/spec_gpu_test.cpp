@@ -11,20 +11,20 @@
 #include "tandem/runtime.hpp"
 #include "../test_model_file.hpp"
 
-// Speculative decoding on backend.cuda (gpu suite): greedy output with drafter.ngram and
-// drafter.suffix (drafting every step, and with the adaptive length) is the output without a
-// drafter, for several chat prompts x 64 tokens decoded together. On the GPU a verify step's
-// rows go through the multi-token path (prefill attention, GEMV over 1 + k rows) while plain
-// decoding takes the one-token path, so logits differ in the last bits (gpu_model: within
-// 2e-2); a continuation may therefore part from the plain one only at a step where the
-// plain run's best-vs-second logit margin is a near-tie (< 0.05, gpu_model's rule), which is
-// reported. Skips (77) without a usable backend.cuda or without the model file.
-
+// Speculative decoding on backend.cuda (gpu suite), on the real model, several chat prompts
+// x 64 tokens decoded together (later prompts join while earlier ones decode).
+//  - With backend.batch_invariant (every row on the GEMV and the prefill attention kernel,
+//    gpu_batch_invariant), greedy output with drafter.ngram and drafter.suffix (drafting
+//    every step, and with the adaptive length) is token for token the output without a
+//    drafter: verification is exact.
+//  - With the default kernels a verify step's 1 + k rows take other kernels than a plain
+//    decode step (the f16 GEMM from 5 rows on, the prefill attention kernel), so logits
+//    differ beyond the last bits and a continuation may part from the plain one; the test
+//    prints where and at what plain-run margin, and checks that drafts are accepted.
+// Skips (77) without a usable backend.cuda or without the model file.
 using namespace tandem;
 
 namespace {
-
-constexpr float tie_margin = 0.05f;
 
 std::filesystem::path source_root() {
   const char* r = std::getenv("TANDEM_SOURCE_ROOT");
@@ -82,36 +82,51 @@ run_result run(const std::string& pipeline, std::vector<std::string> overrides, 
   return res;
 }
 
-void expect_same_up_to_near_ties(const run_result& plain, const run_result& spec, const std::string& what) {
+// Where each prompt's speculative continuation first parts from the plain one (its
+// length when it never does), with the plain run's best-vs-second margin there.
+std::vector<size_t> agreement(const run_result& plain, const run_result& spec, const std::string& what) {
+  std::vector<size_t> agree(prompts.size(), 0);
   for (size_t k = 0; k < prompts.size(); ++k) {
     const auto& want = plain.outputs[k];
     const auto& got = spec.outputs[k].tokens;
-    BOOST_TEST(got.size() == want.tokens.size());
-    size_t agree = 0;
-    while (agree < got.size() && agree < want.tokens.size() && got[agree] == want.tokens[agree]) ++agree;
-    BOOST_TEST_MESSAGE(what << ", prompt " << k << ": " << agree << " of " << want.tokens.size()
-                            << " tokens identical");
-    if (agree == want.tokens.size()) continue;
-    BOOST_REQUIRE(agree < want.margins.size());
-    BOOST_TEST(want.margins[agree] < tie_margin,
-               what << ", prompt " << k << ": diverged at token " << agree << " where the plain run's margin is "
-                    << want.margins[agree]);
+    BOOST_TEST(got.size() == want.tokens.size(), what << ", prompt " << k << ": length");
+    size_t& a = agree[k];
+    while (a < got.size() && a < want.tokens.size() && got[a] == want.tokens[a]) ++a;
+    BOOST_TEST_MESSAGE(what << ", prompt " << k << ": " << a << " of " << want.tokens.size() << " tokens identical"
+                            << (a < want.margins.size() ? ", plain margin there " + std::to_string(want.margins[a])
+                                                        : std::string()));
   }
+  return agree;
 }
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(greedy_with_each_drafter_equals_no_drafter_on_cuda) {
+BOOST_AUTO_TEST_CASE(greedy_with_each_drafter_is_plain_greedy_with_batch_invariant_kernels) {
+  const std::string inv = "backend.batch_invariant=true";
+  const run_result plain = run("default.yaml", {inv}, true);
+  for (const char* pipeline : {"spec-ngram.yaml", "spec-suffix.yaml"}) {
+    for (bool adaptive : {false, true}) {
+      const run_result spec = run(pipeline, {inv, std::string("drafter.adaptive=") + (adaptive ? "true" : "false")}, false);
+      const std::string what = std::string(pipeline) + (adaptive ? " (adaptive)" : " (every step)");
+      BOOST_TEST(spec.stats.spec_accepted_tokens > 0u, what);
+      if (!adaptive) BOOST_TEST(spec.stats.steps < plain.stats.steps, what);
+      BOOST_TEST_MESSAGE(what << ": accepted " << spec.stats.spec_accepted_tokens << " of "
+                              << spec.stats.spec_draft_tokens << " draft tokens; " << spec.stats.steps
+                              << " steps against " << plain.stats.steps);
+      const std::vector<size_t> agree = agreement(plain, spec, what);
+      for (size_t k = 0; k < prompts.size(); ++k)
+        BOOST_TEST(agree[k] == plain.outputs[k].tokens.size(), what << ", prompt " << k << ": parts at token " << agree[k]);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(default_kernels_accept_drafts_and_report_where_output_parts) {
   const run_result plain = run("default.yaml", {}, true);
   for (const char* pipeline : {"spec-ngram.yaml", "spec-suffix.yaml"}) {
-    const run_result every = run(pipeline, {"drafter.adaptive=false"}, false);
-    BOOST_TEST(every.stats.spec_accepted_tokens > 0u);
-    BOOST_TEST(every.stats.steps < plain.stats.steps);
-    BOOST_TEST_MESSAGE(pipeline << ": accepted " << every.stats.spec_accepted_tokens << " of "
-                                << every.stats.spec_draft_tokens << " draft tokens in " << every.stats.spec_drafts
-                                << " drafts; " << every.stats.steps << " steps against " << plain.stats.steps);
-    expect_same_up_to_near_ties(plain, every, std::string(pipeline) + " (every step)");
-    expect_same_up_to_near_ties(plain, run(pipeline, {}, false), std::string(pipeline) + " (adaptive)");
+    const run_result spec = run(pipeline, {"drafter.adaptive=false"}, false);
+    BOOST_TEST(spec.stats.spec_accepted_tokens > 0u, pipeline);
+    BOOST_TEST(spec.stats.steps < plain.stats.steps, pipeline);
+    agreement(plain, spec, std::string(pipeline) + " (default kernels)");
   }
 }
 
