@@ -12,6 +12,9 @@
 #                                   #   (MODEL_TESTS), then waits for llama.cpp, runs both, prints
 #                                   #   bench/peers/table.py's ratio table
 #
+# PEERS=0 leaves llama.cpp out (no build, no runs, no ratio table): tandem's own figures,
+# its server against its engine, and the speculative-decoding bench, in less device time.
+#
 # The figures: prefill tok/s at 128..32k-token prompts (llama-bench -p, best of ubatch 512
 # and 2048; tandem bench_engine --prompt), decode tok/s at 1..128 streams of 128+128 tokens
 # (llama-batched-bench S_TG; tandem bench_engine --streams), and both servers over HTTP
@@ -19,6 +22,13 @@
 set -uo pipefail
 phase=${1:?usage: gpu.sh build|tests|run}
 source "$(dirname "$0")/../../scripts/gpu-env.sh"
+# At most 8 files come back from $OUT: everything goes back as one archive (logs.tgz).
+pack_out() {
+  local rc=$?
+  (cd "$OUT" && tar czf /tmp/gpu-logs.tgz --exclude=logs.tgz . && find . -mindepth 1 -delete && mv /tmp/gpu-logs.tgz logs.tgz)
+  exit $rc
+}
+trap pack_out EXIT
 LLAMA=/tmp/llama.cpp-src/llama.cpp
 STREAMS=${PEER_STREAMS:-1,2,4,8,16,32,64,128}
 PROMPTS=${PEER_PROMPTS:-128,512,2048,8192,32768}
@@ -52,8 +62,10 @@ wait_llama_build() {
 
 case $phase in
 build)
-  step "llama.cpp (background) from $(cat .gpu-peers/SOURCE 2>/dev/null)"
-  start_llama_build
+  if [ "${PEERS:-1}" = 1 ]; then
+    step "llama.cpp (background) from $(cat .gpu-peers/SOURCE 2>/dev/null)"
+    start_llama_build
+  fi
   step "tandem configure, then the whole build in the background"
   gpu_configure
   rm -f /tmp/tandem-build.rc
@@ -62,7 +74,7 @@ build)
     > /dev/null 2>&1 < /dev/null &
   wait_file /tmp/tandem-build.rc "${BUILD_WAIT_S:-480}" && echo "tandem build: exit $(cat /tmp/tandem-build.rc)"
   grep -E "error|FAILED" /tmp/tandem-build.log | head -30
-  echo "llama.cpp build: $(tail -1 /tmp/llama.cpp-build.log)"
+  [ "${PEERS:-1}" = 1 ] && echo "llama.cpp build: $(tail -1 /tmp/llama.cpp-build.log)"
   ;;
 tests)
   wait_file /tmp/tandem-build.rc 420 || { echo "tandem build not done"; tail -3 /tmp/tandem-build.log; exit 1; }
@@ -79,10 +91,11 @@ run)
   step "the gpu suite's tests that need the model: ${MODEL_TESTS:=gpu_model nccl_one_rank_e2e spec_gpu}"
   meson test -C "$BUILD" --no-rebuild --print-errorlogs $MODEL_TESTS > "$OUT/model_tests.log" 2>&1
   grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/model_tests.log"
-  wait_llama_build 420 || exit 1
+  [ "${PEERS:-1}" = 1 ] && { wait_llama_build 420 || exit 1; }
   export LD_LIBRARY_PATH=$PWD/$BUILD/core/src/base:$LLAMA/b/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export TANDEM_PLUGIN_PATH=$PWD/$BUILD/plugins
   cuda_sets=(--set model="$MODEL" --set backend.plugin=backend.cuda --set engine.max_model_len=33024)
+  if [ "${PEERS:-1}" = 1 ]; then
   step "llama.cpp: llama-bench prefill and batch-1 decode"
   timeout 240 "$LLAMA/b/bin/llama-bench" -m "$MODEL" -ngl 99 -fa 1 -p "$PROMPTS" -n 0 -b 2048 -ub 512,2048 -r 3 -o jsonl \
     > "$OUT/llama_pp.jsonl" 2> "$OUT/llama_pp.log"
@@ -91,21 +104,27 @@ run)
   step "llama.cpp: llama-batched-bench decode at $STREAMS streams"
   timeout 300 "$LLAMA/b/bin/llama-batched-bench" -m "$MODEL" -ngl 99 -fa on -c 33792 -b 2048 -ub 512 \
     -npp 128 -ntg 128 -npl "$STREAMS" --output-format jsonl > "$OUT/llama_batched.jsonl" 2> "$OUT/llama_batched.log"
+  fi
   step "tandem: bench_engine"
   timeout 300 "$BUILD/bench/engine/bench_engine" --pipeline pipelines/default.yaml "${cuda_sets[@]}" --set scheduler.max_batch=128 \
     --streams "$STREAMS" --prompt "$PROMPTS" --gen 128 --decode-prompt 128 --repeats 3 \
     > "$OUT/tandem_engine.txt" 2> "$OUT/tandem_engine.log"
   step "HTTP: both servers under bench_serving.py"
-  "$LLAMA/b/bin/llama-server" -m "$MODEL" -ngl 99 -fa on -np 64 -c $((64 * 512)) --port 8091 \
-    > "$OUT/llama_server.log" 2>&1 &
-  lsrv=$!
+  servers=(tandem:8092)
+  lsrv=
+  if [ "${PEERS:-1}" = 1 ]; then
+    "$LLAMA/b/bin/llama-server" -m "$MODEL" -ngl 99 -fa on -np 64 -c $((64 * 512)) --port 8091 \
+      > "$OUT/llama_server.log" 2>&1 &
+    lsrv=$!
+    servers=(llama:8091 tandem:8092)
+  fi
   "$BUILD/cli/tandem" serve --pipeline pipelines/default.yaml "${cuda_sets[@]}" --set scheduler.max_batch=64 --port 8092 \
     > "$OUT/tandem_server.log" 2>&1 &
   tsrv=$!
-  for port in 8091 8092; do
-    for _ in $(seq 120); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
+  for pair in "${servers[@]}"; do
+    for _ in $(seq 120); do curl -sf "http://127.0.0.1:${pair#*:}/health" >/dev/null && break; sleep 0.5; done
   done
-  for pair in llama:8091 tandem:8092; do
+  for pair in "${servers[@]}"; do
     timeout 150 python3 bench/serving/bench_serving.py --base-url "http://127.0.0.1:${pair#*:}" --concurrency 1 64 \
       --num-prompts 128 --input-len 128 --output-len 128 > "$OUT/http_${pair%%:*}.txt" 2>&1
     # The C++ client too: one Python thread (~100 us per SSE event) caps bench_serving.py
@@ -115,13 +134,18 @@ run)
   done
   kill $lsrv $tsrv 2>/dev/null; wait 2>/dev/null
   step "table"
-  { echo "commit ${TANDEM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")} $(date -u +%FT%TZ), $(cat /tmp/llama.cpp-src/SOURCE)"
+  [ "${PEERS:-1}" = 1 ] && { echo "commit ${TANDEM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")} $(date -u +%FT%TZ), $(cat /tmp/llama.cpp-src/SOURCE)"
     cat "$OUT/machine.txt"
     python3 bench/peers/table.py "$OUT"; } | tee "$OUT/peers.md"
   step "speculative decoding on backend.cuda (bench_spec, batch 1 and 8, against no drafter)"
   timeout "${SPEC_BENCH_S:-120}" "$BUILD/bench/spec/bench_spec" --pipeline pipelines/default.yaml --backend cuda \
     --set model="$MODEL" --batch 1 --batch 8 --rounds 1 > "$OUT/bench_spec.txt" 2>&1
   grep -vE '^\[|^\{' "$OUT/bench_spec.txt" | tail -30
+  step "the same with backend.batch_invariant (exact verification: every row on the GEMV and prefill attention)"
+  timeout "${SPEC_BENCH_S:-120}" "$BUILD/bench/spec/bench_spec" --pipeline pipelines/default.yaml --backend cuda \
+    --set model="$MODEL" --set backend.batch_invariant=true --batch 1 --batch 8 --rounds 1 \
+    > "$OUT/bench_spec_invariant.txt" 2>&1
+  grep -vE '^\[|^\{' "$OUT/bench_spec_invariant.txt" | tail -30
   ;;
 *) echo "usage: gpu.sh build|tests|run"; exit 2 ;;
 esac
