@@ -138,12 +138,12 @@ run)
     cat "$OUT/machine.txt"
     python3 bench/peers/table.py "$OUT"; } | tee "$OUT/peers.md"
   step "speculative decoding on backend.cuda (bench_spec, batch 1 and 8, against no drafter)"
-  timeout "${SPEC_BENCH_S:-120}" "$BUILD/bench/spec/bench_spec" --pipeline pipelines/default.yaml --backend cuda \
-    --set model="$MODEL" --batch 1 --batch 8 --rounds 1 > "$OUT/bench_spec.txt" 2>&1
+  timeout "${SPEC_BENCH_S:-150}" "$BUILD/bench/spec/bench_spec" --pipeline pipelines/default.yaml --backend cuda \
+    --set model="$MODEL" --batch 1 --batch 8 --rounds 1 --drafters ngram suffix dflash2 > "$OUT/bench_spec.txt" 2>&1
   grep -vE '^\[|^\{' "$OUT/bench_spec.txt" | tail -30
   step "the same with backend.batch_invariant (exact verification: every row on the GEMV and prefill attention)"
-  timeout "${SPEC_BENCH_S:-120}" "$BUILD/bench/spec/bench_spec" --pipeline pipelines/default.yaml --backend cuda \
-    --set model="$MODEL" --set backend.batch_invariant=true --batch 1 --batch 8 --rounds 1 \
+  timeout "${SPEC_BENCH_S:-150}" "$BUILD/bench/spec/bench_spec" --pipeline pipelines/default.yaml --backend cuda \
+    --set model="$MODEL" --set backend.batch_invariant=true --batch 1 --batch 8 --rounds 1 --drafters ngram suffix dflash2 \
     > "$OUT/bench_spec_invariant.txt" 2>&1
   grep -vE '^\[|^\{' "$OUT/bench_spec_invariant.txt" | tail -30
   ;;

@@ -19,6 +19,7 @@ void device_rows::linear(const linear_weight& w, const float* x, int64_t n, floa
              tensor_view::contiguous(yd, dtype::f32, {n, out}, be_.dev()));
   be_.synchronize();
   be_.copy_to_host(y, yd, static_cast<size_t>(n * out) * sizeof(float));
+  be_.synchronize();  // a device backend's copy may still be in flight
 }
 
 void device_rows::embed(const linear_weight& table, const int32_t* ids, int64_t n, float* out) {
@@ -31,6 +32,7 @@ void device_rows::embed(const linear_weight& table, const int32_t* ids, int64_t 
             tensor_view::contiguous(od, dtype::f32, {n, d}, be_.dev()));
   be_.synchronize();
   be_.copy_to_host(out, od, static_cast<size_t>(n * d) * sizeof(float));
+  be_.synchronize();
 }
 
 void device_rows::to_host(const tensor_view& v, float* out) {
@@ -41,10 +43,12 @@ void device_rows::to_host(const tensor_view& v, float* out) {
   be_.synchronize();
   if (v.strides[0] == d) {
     be_.copy_to_host(out, v.data, static_cast<size_t>(n * d) * sizeof(float));
-    return;
+  } else {
+    for (int64_t r = 0; r < n; ++r)
+      be_.copy_to_host(out + r * d, static_cast<const float*>(v.data) + r * v.strides[0],
+                       static_cast<size_t>(d) * sizeof(float));
   }
-  for (int64_t r = 0; r < n; ++r)
-    be_.copy_to_host(out + r * d, static_cast<const float*>(v.data) + r * v.strides[0], static_cast<size_t>(d) * sizeof(float));
+  be_.synchronize();
 }
 
 }  // namespace tandem::dflash2

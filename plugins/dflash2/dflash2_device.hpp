@@ -1,7 +1,8 @@
 #pragma once
 // The target backend's heavy products on host rows: the drafter keeps its activations on
 // the host (attention and dynconv are plain C++ there) and ships each product's input to
-// the backend and its output back. On backend.cpu the copies are memcpy.
+// the backend and its output back. On backend.cpu the copies are memcpy; on backend.cuda
+// each product costs two copies and a synchronisation (no drafter kernels of its own yet).
 //
 //   dflash2::device_rows dev(be);
 //   dev.linear(*q_proj, u.data(), rows, q.data());   // q[rows, out] = u[rows, in] W^T

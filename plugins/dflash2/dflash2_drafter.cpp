@@ -40,10 +40,10 @@ void dflash2_drafter::bind(const draft_target& t) {
   const std::string cfg_file = (weights_->dir() / "config.json").string();
   const auto refuse = [](const std::string& why) { throw config_error("drafter.plugin", "drafter.dflash2 " + why); };
   if (!t.be || !t.embedding || !t.lm_head) refuse("needs the target's backend, embedding table and head");
-  if (t.be->dev().kind != device_kind::cpu)
-    refuse("runs on backend.cpu only: its CUDA kernels are not written yet (the target's backend is " +
-           t.be->describe() + ")");
-  if (t.be->activation_type() != dtype::f32) refuse("needs f32 activations from the target's backend");
+  // Any backend: the products run there and the rest on the host (dflash2_device.hpp).
+  if (t.be->activation_type() != dtype::f32)
+    refuse("needs f32 activations from the target's backend (" + t.be->describe() + " has " +
+           std::string(name(t.be->activation_type())) + ")");
   const auto mismatch = [&](const std::string& key, const std::string& drafter, const std::string& target) {
     refuse("was trained for a target with " + key + " " + drafter + " (" + cfg_file + "), but the model has " + target);
   };

@@ -47,12 +47,12 @@ struct random_target {
   }
 };
 
-// A backend that says it is a GPU; bind() must refuse it before calling anything else.
-class gpu_pretender final : public backend {
+// A backend whose activations are bf16; bind() must refuse it before calling anything else.
+class bf16_backend final : public backend {
  public:
   device dev() const override { return {device_kind::cuda, 0}; }
-  std::string describe() const override { return "pretend CUDA device"; }
-  dtype activation_type() const override { return dtype::f32; }
+  std::string describe() const override { return "pretend bf16 device"; }
+  dtype activation_type() const override { return dtype::bf16; }
   size_t memory_budget() const override { return 0; }
   std::unique_ptr<device_buffer> alloc(size_t) override { fail(); }
   void copy_to_device(void*, const void*, size_t) override { fail(); }
@@ -74,7 +74,7 @@ class gpu_pretender final : public backend {
   void sample(tensor_view, std::span<const sampling_params>, tensor_view) override { fail(); }
 
  private:
-  [[noreturn]] static void fail() { throw error("gpu_pretender: bind() used the backend it should have refused"); }
+  [[noreturn]] static void fail() { throw error("bf16_backend: bind() used the backend it should have refused"); }
 };
 
 }  // namespace
@@ -195,10 +195,10 @@ BOOST_AUTO_TEST_CASE(bind_refuses_a_target_it_was_not_trained_for) {
   t = rt.target->target;
   t.n_layers = 2;
   BOOST_TEST(has(refused(t), "num_layers 3"));
-  gpu_pretender gpu;
+  bf16_backend narrow;
   t = rt.target->target;
-  t.be = &gpu;
-  BOOST_TEST(has(refused(t), "runs on backend.cpu only: its CUDA kernels are not written yet"));
+  t.be = &narrow;
+  BOOST_TEST(has(refused(t), "needs f32 activations from the target's backend (pretend bf16 device has bf16)"));
   // A head of the wrong shape (the target's table is {vocab, hidden}).
   random_target other(dflash2_config::parse(
       [&] { std::string s = config_json(c); s.replace(s.find("\"vocab_size\": 300"), 17, "\"vocab_size\": 200"); return s; }(),

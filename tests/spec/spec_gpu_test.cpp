@@ -14,9 +14,10 @@
 // Speculative decoding on backend.cuda (gpu suite), on the real model, several chat prompts
 // x 64 tokens decoded together (later prompts join while earlier ones decode).
 //  - With backend.batch_invariant (every row on the GEMV and the prefill attention kernel,
-//    gpu_batch_invariant), greedy output with drafter.ngram and drafter.suffix (drafting
-//    every step, and with the adaptive length) is token for token the output without a
-//    drafter: verification is exact.
+//    gpu_batch_invariant), greedy output with drafter.ngram, drafter.suffix and
+//    drafter.dflash2 (its shipped weights, fed the target's hidden states from the GPU;
+//    drafting every step, and with the adaptive length) is token for token the output
+//    without a drafter: verification is exact.
 //  - With the default kernels a verify step's 1 + k rows take other kernels than a plain
 //    decode step (the f16 GEMM from 5 rows on, the prefill attention kernel), so logits
 //    differ beyond the last bits and a continuation may part from the plain one; the test
@@ -104,9 +105,13 @@ std::vector<size_t> agreement(const run_result& plain, const run_result& spec, c
 BOOST_AUTO_TEST_CASE(greedy_with_each_drafter_is_plain_greedy_with_batch_invariant_kernels) {
   const std::string inv = "backend.batch_invariant=true";
   const run_result plain = run("default.yaml", {inv}, true);
-  for (const char* pipeline : {"spec-ngram.yaml", "spec-suffix.yaml"}) {
+  const std::string dflash2_weights =
+      "drafter.weights=" + (source_root() / "drafters" / "smollm2-135m-instruct-dflash2").string();
+  for (const char* pipeline : {"spec-ngram.yaml", "spec-suffix.yaml", "spec-dflash2.yaml"}) {
     for (bool adaptive : {false, true}) {
-      const run_result spec = run(pipeline, {inv, std::string("drafter.adaptive=") + (adaptive ? "true" : "false")}, false);
+      std::vector<std::string> sets{inv, std::string("drafter.adaptive=") + (adaptive ? "true" : "false")};
+      if (std::string(pipeline) == "spec-dflash2.yaml") sets.push_back(dflash2_weights);
+      const run_result spec = run(pipeline, sets, false);
       const std::string what = std::string(pipeline) + (adaptive ? " (adaptive)" : " (every step)");
       BOOST_TEST(spec.stats.spec_accepted_tokens > 0u, what);
       if (!adaptive) BOOST_TEST(spec.stats.steps < plain.stats.steps, what);
