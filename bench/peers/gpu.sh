@@ -134,7 +134,7 @@ run)
   done
   kill $lsrv $tsrv 2>/dev/null; wait 2>/dev/null
   step "table"
-  [ "${PEERS:-1}" = 1 ] && { echo "commit ${TANDEM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")} $(date -u +%FT%TZ), $(cat /tmp/llama.cpp-src/SOURCE)"
+  { echo "commit ${TANDEM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")} $(date -u +%FT%TZ), $(cat /tmp/llama.cpp-src/SOURCE 2>/dev/null || echo "no llama.cpp (PEERS=0)")"
     cat "$OUT/machine.txt"
     python3 bench/peers/table.py "$OUT"; } | tee "$OUT/peers.md"
   step "speculative decoding on backend.cuda (bench_spec, batch 1 and 8, against no drafter)"

@@ -48,10 +48,12 @@ def main(out):
     t_pp = {r["prompt"]: r["tps"] for r in eng if r.get("figure") == "prefill"}
     t_dec = {r["streams"]: r["tps"] for r in eng if r.get("figure") == "decode"}
     ceiling = next((r for r in eng if r.get("figure") == "ceiling"), None)
-    http = {}
+    http, sse = {}, {}
     for who in ("tandem", "llama"):
         for r in json_lines(out / f"http_{who}.txt", {"bench": "serving"}):
             http[(who, r["concurrency"])] = r["output_throughput"]
+        for r in json_lines(out / f"http_sse_{who}.txt", {"bench": "sse_load"}):
+            sse[(who, r["concurrency"])] = r["output_tps"]
 
     rows = []
 
@@ -72,12 +74,15 @@ def main(out):
             ">= 500,000 and 1.5x" if p == 8192 else ">= 1.5x")
     for c in (1, 64):
         row(f"HTTP output tok/s, {c} concurrent (bench_serving.py)", http.get(("tandem", c)), http.get(("llama", c)))
+        row(f"HTTP output tok/s, {c} concurrent (sse_load, C++ client)", sse.get(("tandem", c)), sse.get(("llama", c)))
     print("\n".join(rows))
     if ceiling:
         print(f"\nceiling: {ceiling['device']} {ceiling['bandwidth_gbs']:,.0f} GB/s measured; weights "
               f"{ceiling['weight_bytes'] / 1e6:.1f} MB per decode step -> 1-stream bound {ceiling['bound_tps_1']:,.0f} tok/s")
-    if http.get(("tandem", 64)) and t_dec.get(64):
-        print(f"HTTP at 64 streams / in-process engine at 64: {http[('tandem', 64)] / t_dec[64]:.2f} (goal >= 0.90)")
+    for client, figs in (("bench_serving.py", http), ("sse_load", sse)):
+        if figs.get(("tandem", 64)) and t_dec.get(64):
+            print(f"HTTP at 64 streams ({client}) / in-process engine at 64: "
+                  f"{figs[('tandem', 64)] / t_dec[64]:.2f} (goal >= 0.90)")
 
 
 if __name__ == "__main__":
