@@ -40,6 +40,7 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
       prompt_rows ? std::vector<std::vector<int32_t>>(scheduled.size()) : propose_drafts(scheduled, counts, draft_budget);
   std::vector<sampling_params> params;  // one per logits row, in row order
   std::vector<sequence*> samplers;
+  std::vector<size_t> sampler_slot;  // each sampler's index in `scheduled`
   std::vector<const std::vector<int32_t>*> sampler_drafts;
   for (size_t i = 0; i < scheduled.size(); ++i) {
     sequence& s = *scheduled[i];
@@ -60,6 +61,7 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
         params.back().step += static_cast<uint64_t>(r);
       }
       samplers.push_back(&s);
+      sampler_slot.push_back(i);
       sampler_drafts.push_back(&drafts[i]);
     }
     plan.seqs.push_back(std::move(q));
@@ -110,8 +112,7 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
       emit(s, std::move(ev));
     }
     keep_accepted(s, static_cast<int64_t>(emitted) - 1);  // every emitted token but the last has its KV
-    const auto at = static_cast<size_t>(std::find(scheduled.begin(), scheduled.end(), &s) - scheduled.begin());
-    committed[at] += static_cast<int64_t>(emitted) - 1;
+    committed[sampler_slot[j]] += static_cast<int64_t>(emitted) - 1;
     note_verdict(s, v);
     if (why != finish_reason::none) retire(s);
   }
