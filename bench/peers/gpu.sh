@@ -11,6 +11,8 @@
 #   bash bench/peers/gpu.sh run     # carry .gpu-model3: the gpu tests that need the model
 #                                   #   (MODEL_TESTS), then waits for llama.cpp, runs both, prints
 #                                   #   bench/peers/table.py's ratio table
+#   `run` is `model` (the model tests; TRAIN=1 also trains the DFlash2 drafter beside them)
+#   then `bench` (everything else): two calls where one would pass the 10-minute limit.
 #
 # PEERS=0 leaves llama.cpp out (no build, no runs, no ratio table): tandem's own figures,
 # its server against its engine, and the speculative-decoding bench, in less device time.
@@ -20,12 +22,14 @@
 # (llama-batched-bench S_TG; tandem bench_engine --streams), and both servers over HTTP
 # under bench/serving/bench_serving.py and bench/serving/sse_load at 1 and 64 concurrent streams. Logs and JSON in $OUT.
 set -uo pipefail
-phase=${1:?usage: gpu.sh build|tests|run}
+phase=${1:?usage: gpu.sh build|tests|model|bench|run}
 source "$(dirname "$0")/../../scripts/gpu-env.sh"
 # At most 8 files come back from $OUT: everything goes back as one archive (logs.tgz).
 pack_out() {
   local rc=$?
-  (cd "$OUT" && tar czf /tmp/gpu-logs.tgz --exclude=logs.tgz . && find . -mindepth 1 -delete && mv /tmp/gpu-logs.tgz logs.tgz)
+  # keep/ (files of at most 16 MiB each, e.g. trained weights) comes back as it is.
+  (cd "$OUT" && tar czf /tmp/gpu-logs.tgz --exclude=./logs.tgz --exclude=./keep . &&
+     find . -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} + && mv /tmp/gpu-logs.tgz logs.tgz)
   exit $rc
 }
 trap pack_out EXIT
@@ -34,7 +38,8 @@ STREAMS=${PEER_STREAMS:-1,2,4,8,16,32,64,128}
 PROMPTS=${PEER_PROMPTS:-128,512,2048,8192,32768}
 tandem_targets=(cli/tandem plugins/cuda/backend.cuda.so plugins/gguf/weights.gguf.so plugins/fcfs/scheduler.fcfs.so
                 plugins/local/transport.local.so plugins/ngram/drafter.ngram.so plugins/suffix/drafter.suffix.so
-                bench/engine/bench_engine bench/spec/bench_spec)
+                plugins/dflash2/drafter.dflash2.so bench/engine/bench_engine bench/spec/bench_spec
+                bench/serving/sse_load bench/kv/bench_kv_quality tests/spec/test_spec_gpu)
 
 start_llama_build() {
   [ -x "$LLAMA/b/bin/llama-server" ] && return
@@ -70,7 +75,8 @@ build)
   gpu_configure
   rm -f /tmp/tandem-build.rc
   # Everything (the gpu suite's tests, benches, CLI, plugins): the next calls wait for it.
-  setsid nohup bash -c "ninja -C $BUILD -j 14 -k 0 > /tmp/tandem-build.log 2>&1; echo \$? > /tmp/tandem-build.rc" \
+  # BUILD_TARGETS="a b ...": only those (and what they need), for a shorter build.
+  setsid nohup bash -c "ninja -C $BUILD -j 14 -k 0 ${BUILD_TARGETS:-} > /tmp/tandem-build.log 2>&1; echo \$? > /tmp/tandem-build.rc" \
     > /dev/null 2>&1 < /dev/null &
   wait_file /tmp/tandem-build.rc "${BUILD_WAIT_S:-480}" && echo "tandem build: exit $(cat /tmp/tandem-build.rc)"
   grep -E "error|FAILED" /tmp/tandem-build.log | head -30
@@ -82,15 +88,36 @@ tests)
   [ "$(cat /tmp/tandem-build.rc)" = 0 ] || grep -E "error|FAILED" /tmp/tandem-build.log | head -30
   OUT=$OUT NO_BENCH=1 BUILD=$BUILD bash scripts/gpu-build-test.sh
   ;;
-run)
-  [ -n "$MODEL" ] || { echo "no model yet (carry the three .gpu-model* pieces in order)"; exit 1; }
+model|bench|run)
+  [ -n "$MODEL" ] || { echo "no model yet (carry the .gpu-model* pieces in order)"; exit 1; }
   # Where the tests and the default pipeline look for it (the store verifies its sha256).
   mkdir -p ~/.cache/tandem/models/smollm2-135m-instruct
   cp -n "$MODEL" ~/.cache/tandem/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
+  ;;&
+model|run)
   gpu_build "${tandem_targets[@]}"
+  if [ -n "${TRAIN:-}" ]; then
+    # TRAIN=1: the DFlash2 drafter's H200 training (tools/train_dflash2/h200.sh) in its own
+    # session beside the model tests (their timings do not matter); this call waits for it
+    # and `bench` brings its weights back under keep/.
+    step "DFlash2 training in the background (tools/train_dflash2/h200.sh)"
+    rm -rf /tmp/train-out /tmp/train.rc && mkdir -p /tmp/train-out
+    setsid nohup bash -c "OUT=/tmp/train-out MODEL=$MODEL bash tools/train_dflash2/h200.sh > /tmp/train-out/h200.log 2>&1; echo \$? > /tmp/train.rc" \
+      > /dev/null 2>&1 < /dev/null &
+  fi
   step "the gpu suite's tests that need the model: ${MODEL_TESTS:=gpu_model nccl_one_rank_e2e spec_gpu}"
   meson test -C "$BUILD" --no-rebuild --print-errorlogs $MODEL_TESTS > "$OUT/model_tests.log" 2>&1
   grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/model_tests.log"
+  cp "$BUILD/meson-logs/testlog.txt" "$OUT/model_testlog.txt" 2>/dev/null
+  if [ -n "${TRAIN:-}" ]; then
+    wait_file /tmp/train.rc "${TRAIN_WAIT_S:-480}" && echo "training: exit $(cat /tmp/train.rc)" || echo "training: still running"
+    tail -25 /tmp/train-out/h200.log
+  fi
+  ;;&
+bench|run)
+  if [ -d /tmp/train-out ]; then  # the weights of a TRAIN=1 model call
+    mkdir -p "$OUT/keep" && find /tmp/train-out -maxdepth 1 -type f -exec cp {} "$OUT/keep/" \;
+  fi
   [ "${PEERS:-1}" = 1 ] && { wait_llama_build 420 || exit 1; }
   export LD_LIBRARY_PATH=$PWD/$BUILD/core/src/base:$LLAMA/b/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export TANDEM_PLUGIN_PATH=$PWD/$BUILD/plugins
@@ -137,6 +164,10 @@ run)
   { echo "commit ${TANDEM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")} $(date -u +%FT%TZ), $(cat /tmp/llama.cpp-src/SOURCE 2>/dev/null || echo "no llama.cpp (PEERS=0)")"
     cat "$OUT/machine.txt"
     python3 bench/peers/table.py "$OUT"; } | tee "$OUT/peers.md"
+  step "KV element types on the default model: bf16 and fp8 e4m3 against f32 (bench_kv_quality)"
+  timeout 120 "$BUILD/bench/kv/bench_kv_quality" --model "$MODEL" > "$OUT/bench_kv_quality.txt" 2>&1
+  timeout 120 "$BUILD/bench/kv/bench_kv_quality" --model "$MODEL" --chunk 1 --max-tokens 2048 >> "$OUT/bench_kv_quality.txt" 2>&1
+  grep -vE '^\[' "$OUT/bench_kv_quality.txt" | tail -12
   step "speculative decoding on backend.cuda (bench_spec, batch 1 and 8, against no drafter)"
   timeout "${SPEC_BENCH_S:-150}" "$BUILD/bench/spec/bench_spec" --pipeline pipelines/default.yaml --backend cuda \
     --set model="$MODEL" --batch 1 --batch 8 --rounds 1 --drafters ngram suffix dflash2 > "$OUT/bench_spec.txt" 2>&1
@@ -147,5 +178,6 @@ run)
     > "$OUT/bench_spec_invariant.txt" 2>&1
   grep -vE '^\[|^\{' "$OUT/bench_spec_invariant.txt" | tail -30
   ;;
-*) echo "usage: gpu.sh build|tests|run"; exit 2 ;;
+build|tests|model|bench|run) ;;
+*) echo "usage: gpu.sh build|tests|model|bench|run"; exit 2 ;;
 esac
