@@ -227,13 +227,13 @@ class DFlash2(nn.Module):
         pos = ctx_pos[keep]
         ctx = self.context_kv(self.context(taps[keep]), pos)
         h = torch.cat([embedding[anchor][None], self.mask_embedding.expand(B - 1, -1)], dim=0)
-        qpos = P + torch.arange(B)
+        qpos = P + torch.arange(B, device=h.device)
+        kvh = torch.arange(H, device=h.device) // (H // Hkv)
         for L, (kc, vc) in zip(self.layers, ctx):
             u = L.conv_attn(rms_norm(h, L.input_norm.weight, cf.rms_norm_eps))
             q = rope(L.q_proj(u).view(B, H, D), qpos, cf.rope_theta)
             k = torch.cat([kc, rope(L.k_proj(u).view(B, Hkv, D), qpos, cf.rope_theta)], dim=0)
             v = torch.cat([vc, L.v_proj(u).view(B, Hkv, D)], dim=0)
-            kvh = torch.arange(H) // (H // Hkv)
             s = torch.einsum("bhd,nhd->hbn", q, k[:, kvh]) / math.sqrt(D)
             o = torch.einsum("hbn,nhd->bhd", s.softmax(-1), v[:, kvh])
             h = h + L.o_proj(o.reshape(B, H * D))
@@ -270,6 +270,34 @@ class DFlash2(nn.Module):
         return torch.tensor(out, dtype=torch.int64)
 
 
+    @torch.no_grad()
+    def select_batch(self, logits, z, anchor):
+        """select() for many blocks at once, on their device: logits [A, m, V], z [A, m, d],
+        anchor [A] (ids). Returns [A, m] int64, equal to select() row by row (a row whose
+        top-K boundary is tied anywhere is handed to select() itself)."""
+        K = self.cfg.selector_top_k
+        A, m, V = logits.shape
+        cb = self.selector.codebook
+        g = self.selector.proj(z)  # [A, m, r]
+        if K < V:
+            top = logits.topk(K + 1, dim=-1)
+            tied = (top.values[..., K - 1] == top.values[..., K]).any(-1)  # [A]
+            cand = top.indices[..., :K].sort(dim=-1).values  # [A, m, K]
+        else:
+            tied = torch.zeros(A, dtype=torch.bool, device=logits.device)
+            cand = torch.arange(V, device=logits.device).expand(A, m, V)
+        prev, out = anchor, []
+        for k in range(m):
+            c = cand[:, k]  # [A, K]
+            score = logits[:, k].gather(1, c) + (cb[c] * (cb[prev] * g[:, k])[:, None]).sum(-1)
+            prev = c.gather(1, score.argmax(-1, keepdim=True))[:, 0]  # first max, as select()
+            out.append(prev)
+        sel = torch.stack(out, dim=1)
+        for a in tied.nonzero()[:, 0].tolist():
+            sel[a] = self.select(logits[a], z[a], int(anchor[a])).to(sel.device)
+        return sel
+
+
 # ---- training loss -----------------------------------------------------------------------
 def position_weights(B, gamma, device=None):
     return torch.exp(-torch.arange(B - 1, device=device, dtype=torch.float32) / gamma)
@@ -295,7 +323,9 @@ def training_loss(model, embedding, head, taps, tokens, ctx_valid, anchors, gamm
     each chunk's logits on backward instead of keeping them (memory for time).
 
     Returns (loss, stats). loss = sum_k w_k CE_k / sum_k w_k + mean selector CE, both averaged
-    over the valid (anchor, k) pairs: the normalisation ARCHITECTURE.md leaves open.
+    over the valid (anchor, k) pairs: the normalisation ARCHITECTURE.md leaves open. stats
+    ("ce", "sel", "pairs") are detached 0-d tensors on the loss's device: reading them
+    (float(), .item()) waits for the device, so a training loop reads them only when it logs.
     """
     cf = model.cfg
     B = cf.block_size
@@ -325,7 +355,7 @@ def training_loss(model, embedding, head, taps, tokens, ctx_valid, anchors, gamm
     wsum = (wf * vf).sum().clamp_min(1e-9)
     ce = ce_sum / wsum
     sel = sel_sum / nvalid
-    return ce + sel, {"ce": float(ce.detach()), "sel": float(sel.detach()), "pairs": int(nvalid)}
+    return ce + sel, {"ce": ce.detach(), "sel": sel.detach(), "pairs": vf.sum().detach()}
 
 
 def load_drafter(path) -> DFlash2:

@@ -12,6 +12,7 @@ data and on the four bench prompts' greedy responses.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 
@@ -19,33 +20,36 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dflash2 import load_drafter  # noqa: E402
-from train import OUT_DIR, ROOT, compute_taps, load_jsonl, load_target, split, write_manifest  # noqa: E402
+from train import DEFAULT_GGUF, OUT_DIR, ROOT, compute_taps, load_jsonl, load_target, split, write_manifest  # noqa: E402
 
 MARK = "<!-- eval_offline.py writes below this line -->"
 
 
 @torch.no_grad()
 def accept_counts(model, emb, head, rec, taps, chunk=64):
-    """(selector accepted, argmax accepted), one int each per anchor."""
+    """(selector accepted, argmax accepted), one int each per anchor. On taps' device; the
+    selector is DFlash2.select_batch (equal to select(), the contract's draft)."""
     B = model.cfg.block_size
+    dev = taps.device
     seq = rec["prompt_ids"] + rec["response_ids"]
     n = len(seq)
-    tok = torch.tensor(seq)
+    tok = torch.tensor(seq, device=dev)
     Ps = list(range(len(rec["prompt_ids"]) - 1, n - B + 1))
-    pos = torch.arange(n)[None]
-    kv = model.context_kv(model.context(taps[None]), pos)
-    valid = torch.ones(1, n, dtype=torch.bool)
+    if not Ps:
+        return [], []
+    pos = torch.arange(n, device=dev)[None]
+    kv = model.context_kv(model.context(taps[None].float()), pos)
+    valid = torch.ones(1, n, dtype=torch.bool, device=dev)
+    ks = torch.arange(1, B, device=dev)
     sel, arg = [], []
     for i in range(0, len(Ps), chunk):
-        P = torch.tensor(Ps[i:i + chunk])[None]
-        z = model.block_z(emb[tok[P]], P, kv, pos, valid)[0, :, 1:]  # [A, B-1, d]
-        for a in range(z.shape[0]):
-            logits = z[a] @ head.T
-            true = tok[P[0, a] + 1: P[0, a] + B]
-            for out, d in ((sel, model.select(logits, z[a], int(tok[P[0, a]]))), (arg, logits.argmax(-1))):
-                ok = (d == true).long()
-                out.append(int(ok.cumprod(0).sum()))
-    return sel, arg
+        P = torch.tensor(Ps[i:i + chunk], device=dev)
+        z = model.block_z(emb[tok[P]][None], P[None], kv, pos, valid)[0, :, 1:]  # [A, B-1, d]
+        logits = z @ head.T  # [A, B-1, V]
+        true = tok[P[:, None] + ks]  # [A, B-1]
+        for out, d in ((sel, model.select_batch(logits, z, tok[P])), (arg, logits.argmax(-1))):
+            out.append((d == true).long().cumprod(-1).sum(-1))
+    return torch.cat(sel).tolist(), torch.cat(arg).tolist()
 
 
 def summarize(counts, B):
@@ -61,14 +65,22 @@ def main():
                     help="comma-separated jsonl files, as train.py's --data (their held-out split)")
     ap.add_argument("--bench", default=os.path.join(ROOT, "tools/train_dflash2/data/bench.jsonl"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda: target (taps) and drafter")
+    ap.add_argument("--gguf", default=DEFAULT_GGUF, help="the target's GGUF (as train.py)")
+    ap.add_argument("--max-held", type=int, default=0,
+                    help="evaluate at most this many held-out sequences (the first by sha256 of the prompt; 0: all)")
+    ap.add_argument("--chunk", type=int, default=64, help="anchors per drafter forward")
     ap.add_argument("--write", action="store_true", help="write the figures into the drafter's TRAINING.md")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    model = load_drafter(args.drafter)
+    dev = torch.device(args.device)
+    model = load_drafter(args.drafter).to(dev)
     B = model.cfg.block_size
-    _, held = split([r for path in args.data.split(",") for r in load_jsonl(path)])
+    _, held = split([r for path in args.data.split(",") for r in load_jsonl(path) if r["response_ids"]])
+    if args.max_held and len(held) > args.max_held:
+        held = sorted(held, key=lambda r: hashlib.sha256(r["prompt"].encode()).hexdigest())[: args.max_held]
     bench = load_jsonl(args.bench)
-    target = load_target("cpu")
+    target = load_target(dev, args.gguf)
     emb = target.model.embed_tokens.weight.detach().float()
     head = target.get_output_embeddings().weight.detach().float()
     sets = {"held-out": held, "bench": bench}
@@ -77,10 +89,10 @@ def main():
     for sname, recs in sets.items():
         if not recs:
             continue
-        taps = compute_taps(target, [r["prompt_ids"] + r["response_ids"] for r in recs], model.cfg.target_layers, "cpu")
+        taps = compute_taps(target, [r["prompt_ids"] + r["response_ids"] for r in recs], model.cfg.target_layers, dev)
         by_task = {}
         for r, t in zip(recs, taps):
-            s, a = accept_counts(model, emb, head, r, t)
+            s, a = accept_counts(model, emb, head, r, t, chunk=args.chunk)
             d = by_task.setdefault(r["task"], ([], [], 0))
             by_task[r["task"]] = (d[0] + s, d[1] + a, d[2] + 1)
         all_s = [x for v in by_task.values() for x in v[0]]

@@ -37,7 +37,9 @@ BENCH = [
     ("python", "Write a Python function that returns the n-th Fibonacci number, with a docstring and tests."),
     ("story", "Tell me a short story about a lighthouse keeper who finds a message in a bottle."),
 ]
-GGUF = "/root/.cache/tandem/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+# tandem's model store under $HOME; --gguf (or $TANDEM_GGUF) names another copy of the served GGUF.
+DEFAULT_GGUF = os.environ.get("TANDEM_GGUF") or os.path.join(
+    os.path.expanduser("~"), ".cache", "tandem", "models", "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 FIELDS = ["id", "name", "email", "age", "city", "country", "title", "price", "quantity", "username",
@@ -56,11 +58,30 @@ PY_TASKS = ["returns the factorial of n", "checks whether a string is a palindro
             "counts the words in a sentence", "returns the squares of the numbers from 1 to n",
             "capitalizes the first letter of every word", "finds the second smallest number in a list",
             "computes the power of a number using a loop", "returns True if a year is a leap year",
-            "sorts a list of dictionaries by a given key", "returns the length of the longest word"]
+            "sorts a list of dictionaries by a given key", "returns the length of the longest word",
+            "returns the n-th prime number", "counts how often each character occurs in a string",
+            "checks whether a list is sorted", "returns the product of all numbers in a list",
+            "converts a Roman numeral to an integer", "converts an integer to a Roman numeral",
+            "returns the intersection of two lists", "rotates a list by k positions",
+            "transposes a matrix given as a list of lists", "checks whether a string has balanced parentheses",
+            "returns the longest common prefix of a list of strings", "computes the median of a list",
+            "converts a string to title case", "removes all whitespace from a string",
+            "returns the minimum and maximum of a list", "finds the index of an element with binary search",
+            "returns all even numbers from a list", "computes the distance between two points",
+            "checks whether a number is a perfect square", "returns the number of days in a given month",
+            "merges two dictionaries", "returns the most common element of a list",
+            "generates the first n rows of Pascal's triangle", "converts a binary string to an integer",
+            "checks whether a string is a valid email address", "returns the sum of a list of numbers",
+            "reverses the words in a sentence", "computes the area of a circle",
+            "splits a list into chunks of size n", "counts the lines in a text file",
+            "returns the cumulative sum of a list", "checks whether a number is an Armstrong number"]
 PY_FRAMES = ["Write a Python function that {t}, with a docstring and tests.",
              "Write a Python function that {t}.", "Implement a function in Python that {t}. Include a docstring.",
              "Create a short Python function which {t}, and show an example call.",
-             "Write Python code for a function that {t}, with doctest examples."]
+             "Write Python code for a function that {t}, with doctest examples.",
+             "Write a Python function that {t}, and a few unit tests for it.",
+             "Show me a Python function that {t}.", "In Python, write a function that {t}.",
+             "Write a simple Python function that {t}, with comments."]
 CHARACTERS = ["baker", "astronaut", "librarian", "fisherman", "young inventor", "old farmer", "detective",
               "painter", "robot", "shepherd", "train conductor", "beekeeper", "mail carrier", "sailor",
               "gardener", "clockmaker", "teacher", "knight", "street musician", "night watchman"]
@@ -92,8 +113,11 @@ def repo_words(n=300):
 
 def count_prompt(r):
     a = r.choice([0, 1, 1, 1, 2, 5, 10, 20, 50, 100, r.randint(1, 500)])
-    b = a + r.choice([10, 15, 20, 25, 30, 40, 50, 60, 75, 100, 120, 150, 199, 250])
-    frames = ["Count from {a} to {b}, one number per line.", "List the numbers from {a} to {b}, one per line.",
+    b = a + r.choice([10, 12, 15, 20, 25, 30, 40, 50, 60, 75, 80, 90, 100, 120, 150, 199, 250])
+    frames = ["Count from {a} to {b}, one number per line, with nothing else.",
+              "Count down from {b} to {a}.", "Write the numbers from {a} to {b} as a numbered list.",
+              "List every number between {a} and {b}, one per line.",
+              "Count from {a} to {b}, one number per line.", "List the numbers from {a} to {b}, one per line.",
               "Please count from {a} up to {b}.", "Write the numbers {a} through {b}, separated by commas.",
               "Count from {a} to {b}.", "Print every integer from {a} to {b} on its own line.",
               "Count backwards from {b} to {a}, one number per line.",
@@ -114,7 +138,8 @@ def json_prompt(r):
 
 
 PY_EXTRAS = ["", "", " Use type hints.", " Keep it short.", " Explain how it works.", " Handle invalid input.",
-             " Do not use any imports."]
+             " Do not use any imports.", " Add comments.", " Include an example.", " Use a loop.",
+             " Make it efficient."]
 
 
 def python_prompt(r):
@@ -134,21 +159,29 @@ def make_prompts(n, seed):
     seen, out = set(), []
     makers = [("count", count_prompt), ("json", json_prompt), ("python", python_prompt),
               ("story", lambda r: story_prompt(r, words))]
-    misses = 0
-    while len(out) < n and misses < 10000:  # a family out of fresh prompts ends the list
-        task, f = makers[len(out) % 4]
+    misses = [0] * len(makers)
+    live = list(range(len(makers)))
+    i = 0
+    while len(out) < n and live:  # round robin over the families that still give fresh prompts
+        fam = live[i % len(live)]
+        task, f = makers[fam]
         p = f(r)
         if p in bench or p in seen or ("lighthouse" in p and "bottle" in p):
-            misses += 1
+            misses[fam] += 1
+            if misses[fam] >= 2000:  # 2000 draws in a row gave nothing new: the family is spent
+                print(f"note: {task} prompts run out at {sum(t == task for t, _ in out)}", flush=True)
+                live.remove(fam)
             continue
+        misses[fam] = 0
         seen.add(p)
         out.append((task, p))
+        i += 1
     return out
 
 
-def vocab_bytes():
+def vocab_bytes(gguf):
     """GGUF token strings -> their bytes (GPT-2 byte-level alphabet), and the reverse map."""
-    rd = GGUFReader(GGUF)
+    rd = GGUFReader(gguf)
     f = rd.fields["tokenizer.ggml.tokens"]
     toks = [bytes(f.parts[i]).decode("utf-8") for i in f.data]
     bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
@@ -174,7 +207,9 @@ def vocab_bytes():
 
 async def one(client, url, task, prompt, ids, eot, max_tokens):
     msgs = [{"role": "user", "content": prompt}]
-    tk = (await client.post(f"{url}/tokenize", json={"messages": msgs})).json()["tokens"]
+    t = await client.post(f"{url}/tokenize", json={"messages": msgs})
+    t.raise_for_status()
+    tk = t.json()["tokens"]
     r = await client.post(f"{url}/v1/chat/completions", json={
         "messages": msgs, "temperature": 0, "max_tokens": max_tokens, "logprobs": True})
     r.raise_for_status()
@@ -187,28 +222,38 @@ async def one(client, url, task, prompt, ids, eot, max_tokens):
 
 
 async def run(args):
-    ids, eot = vocab_bytes()
+    ids, eot = vocab_bytes(args.gguf)
     url = f"http://127.0.0.1:{args.port}"
     items = BENCH if args.bench else make_prompts(args.max_prompts, args.seed)
     deadline = time.time() + args.minutes * 60
     queue = collections.deque(items)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    done, ntok = 0, 0
+    done, ntok, errors = 0, 0, 0
     t0 = time.time()
     async with httpx.AsyncClient(timeout=600) as client:
         with open(args.out, "w") as out:
             async def worker():
-                nonlocal done, ntok
+                nonlocal done, ntok, errors
                 while queue and time.time() < deadline:
                     task, p = queue.popleft()
-                    rec = await one(client, url, task, p, ids, eot, args.max_tokens)
+                    try:
+                        rec = await one(client, url, task, p, ids, eot, args.max_tokens)
+                    except (httpx.HTTPError, KeyError, ValueError) as e:  # one failed request is skipped
+                        errors += 1
+                        print(f"request failed ({type(e).__name__}: {e}) for {p!r}", flush=True)
+                        if errors > 20:
+                            raise SystemExit("more than 20 requests failed")
+                        continue
                     out.write(json.dumps(rec) + "\n")
                     done += 1
                     ntok += len(rec["response_ids"])
                     if done % 50 == 0:
                         print(f"{done} done, {ntok} response tokens, {time.time() - t0:.0f}s", flush=True)
             await asyncio.gather(*(worker() for _ in range(args.concurrency)))
-    print(f"wrote {done} sequences ({ntok} response tokens) to {args.out} in {time.time() - t0:.0f}s")
+    print(f"wrote {done} sequences ({ntok} response tokens) to {args.out} in {time.time() - t0:.0f}s"
+          + (f", {errors} requests failed" if errors else "") + (f", {len(queue)} prompts unused" if queue else ""))
+    if not done:
+        raise SystemExit("no sequence written")
 
 
 def main():
@@ -221,7 +266,14 @@ def main():
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--minutes", type=float, default=11.0, help="stop sending new requests after this")
     ap.add_argument("--seed", type=int, default=0)
-    asyncio.run(run(ap.parse_args()))
+    ap.add_argument("--gguf", default=DEFAULT_GGUF, help="the GGUF the server serves (its vocabulary maps logprobs to ids)")
+    ap.add_argument("--count-prompts", action="store_true", help="print how many distinct prompts --max-prompts gives, per task, and exit")
+    args = ap.parse_args()
+    if args.count_prompts:
+        ps = make_prompts(args.max_prompts, args.seed)
+        print(len(ps), dict(collections.Counter(t for t, _ in ps)))
+        return
+    asyncio.run(run(args))
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ def test_training_loss_backward():
     anchors = torch.tensor([[3, 20, 28], [1, 10, 22]])
     loss, st = training_loss(m, emb, head, taps, tokens, valid, anchors, chunk=7)
     loss.backward()
-    assert torch.isfinite(loss) and st["pairs"] == 5 + 5 + 1 + 5 + 5 + 2
+    assert torch.isfinite(loss) and int(st["pairs"]) == 5 + 5 + 1 + 5 + 5 + 2
     for name in ("selector.proj.weight", "selector.codebook", "layers.0.conv_attn.proj.weight", "fc.weight"):
         assert m.get_parameter(name).grad.abs().sum() > 0, name
 
@@ -95,3 +95,17 @@ def test_fixture_reproduces():
         torch.testing.assert_close(logits, t["expected_logits"], rtol=0, atol=1e-5)
         assert draft.tolist() == t["expected_draft"].tolist()
         assert draft.tolist() != t["expected_argmax"].tolist()
+
+
+def test_select_batch_matches_select():
+    m, emb, head, g = tiny()
+    with torch.no_grad():
+        m.selector.proj.weight.normal_(std=0.5, generator=g)
+    A, k = 6, m.cfg.block_size - 1
+    z = torch.randn(A, k, m.cfg.hidden_size, generator=g)
+    logits = z @ head.T
+    logits[2, 3, :] = 0.0  # a row tied at the top-K boundary: select()'s stable order
+    anchor = torch.randint(0, m.cfg.vocab_size, (A,), generator=g)
+    got = m.select_batch(logits, z, anchor)
+    for a in range(A):
+        assert got[a].tolist() == m.select(logits[a], z[a], int(anchor[a])).tolist(), a
