@@ -115,8 +115,9 @@ model|run)
   fi
   ;;&
 bench|run)
-  if [ -d /tmp/train-out ]; then  # the weights of a TRAIN=1 model call
-    mkdir -p "$OUT/keep" && find /tmp/train-out -maxdepth 1 -type f -exec cp {} "$OUT/keep/" \;
+  if [ -d /tmp/train-out ]; then  # the weights of a TRAIN=1 model call (7 files) and its log
+    mkdir -p "$OUT/keep" && cp /tmp/train-out/drafter/* "$OUT/keep/" 2>/dev/null
+    cp /tmp/train-out/*.log "$OUT/" 2>/dev/null
   fi
   [ "${PEERS:-1}" = 1 ] && { wait_llama_build 420 || exit 1; }
   export LD_LIBRARY_PATH=$PWD/$BUILD/core/src/base:$LLAMA/b/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "dflash2_test_util.hpp"
+#include "spec_run.hpp"
 #include "tandem/runtime.hpp"
 #include "../test_model_file.hpp"
 
@@ -22,71 +23,20 @@ using namespace dflash2_test;
 
 namespace {
 
-fs::path source_root() {
-  const char* r = std::getenv("TANDEM_SOURCE_ROOT");
-  return r ? r : ".";
-}
+using spec_test::run;
+using spec_test::run_result;
+using spec_test::source_root;
 
 fs::path trained_dir() { return source_root() / "drafters" / "smollm2-135m-instruct-dflash2"; }
 
-struct job {
-  std::vector<int32_t> prompt;
-  int at_step = 0;
-};
-
-struct run_result {
-  std::vector<std::vector<int32_t>> outputs;
-  engine_stats stats;
-};
-
-run_result run(const std::string& pipeline, const std::vector<std::string>& overrides, const std::vector<job>& jobs) {
-  auto rt = runtime::open(source_root() / "pipelines" / pipeline, {.overrides = overrides, .allow_pull = false, .progress = {}});
-  engine& eng = rt->eng();
-  run_result res;
-  res.outputs.resize(jobs.size());
-  size_t submitted = 0;
-  for (int step = 0; step < 20000; ++step) {
-    for (size_t k = 0; k < jobs.size(); ++k) {
-      if (jobs[k].at_step != step) continue;
-      generation_request r;
-      r.prompt = jobs[k].prompt;
-      r.max_new_tokens = 64;
-      r.ignore_eos = true;
-      r.on_event = [&res, k](const token_event& ev) {
-        if (ev.token >= 0) res.outputs[k].push_back(ev.token);
-      };
-      eng.submit(std::move(r));
-      ++submitted;
-    }
-    eng.step();
-    eng.check_invariants();
-    if (submitted == jobs.size() && !eng.has_work()) break;
-  }
-  BOOST_REQUIRE(!eng.has_work());
-  res.stats = eng.stats();
-  return res;
-}
-
-std::vector<job> jobs() {
-  auto rt = runtime::open(source_root() / "pipelines" / "cpu.yaml", {.overrides = {}, .allow_pull = false, .progress = {}});
-  std::vector<job> out;
-  int at = 0;
-  for (const char* p : {"Count from 1 to 200, separated by commas.", "What is the capital of France?",
-                        "Write the alphabet in capital letters, with spaces between the letters.",
-                        "List the days of the week, then list them again in reverse order."}) {
-    const std::vector<chat_message> msgs{{"user", p}};
-    out.push_back({rt->tokens_for_chat(msgs), at});
-    at += 3;  // requests join while others decode
-  }
-  return out;
-}
+std::vector<spec_test::job> jobs() { return spec_test::default_model_jobs(64); }
 
 void expect_identical(const run_result& plain, const run_result& drafted) {
   BOOST_REQUIRE(plain.outputs.size() == drafted.outputs.size());
   for (size_t k = 0; k < plain.outputs.size(); ++k)
     BOOST_TEST_CONTEXT("prompt " << k) {
-      BOOST_TEST(plain.outputs[k].size() == 64u);
-      BOOST_TEST(plain.outputs[k] == drafted.outputs[k], boost::test_tools::per_element());
+      BOOST_TEST(plain.outputs[k].tokens.size() == 64u);
+      BOOST_TEST(plain.outputs[k].tokens == drafted.outputs[k].tokens, boost::test_tools::per_element());
     }
   BOOST_TEST_MESSAGE("drafts " << drafted.stats.spec_drafts << ", accepted " << drafted.stats.spec_accepted_tokens
                                << " of " << drafted.stats.spec_draft_tokens << " draft tokens; " << drafted.stats.steps
@@ -100,7 +50,7 @@ void expect_identical(const run_result& plain, const run_result& drafted) {
 BOOST_AUTO_TEST_CASE(greedy_with_a_random_dflash2_equals_no_drafter) {
   const fs::path dir = temp_dir("engine");
   write_drafter(dir, default_config(), {.bf16 = true, .shards = 2, .drop_tensor = {}, .seed = 5});
-  const std::vector<job> j = jobs();
+  const std::vector<spec_test::job> j = jobs();
   const run_result plain = run("cpu.yaml", {}, j);
   const run_result drafted = run("spec-dflash2.yaml", {"drafter.weights=" + dir.string(), "drafter.adaptive=false"}, j);
   BOOST_TEST(drafted.stats.spec_drafts > 0u);  // proposals were made (from observed context)
@@ -146,7 +96,7 @@ BOOST_AUTO_TEST_CASE(propose_cost) {
 #else
 
 BOOST_AUTO_TEST_CASE(greedy_with_the_trained_dflash2_equals_no_drafter) {
-  const std::vector<job> j = jobs();
+  const std::vector<spec_test::job> j = jobs();
   const run_result plain = run("cpu.yaml", {}, j);
   const std::string w = "drafter.weights=" + trained_dir().string();
   const run_result every = run("spec-dflash2.yaml", {w, "drafter.adaptive=false"}, j);

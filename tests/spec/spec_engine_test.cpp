@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "spec_run.hpp"
 #include "tandem/runtime.hpp"
 
 // Speculative decoding in the engine, on the default model (backend.cpu) and the tiny
@@ -22,83 +23,14 @@ using namespace tandem;
 
 namespace {
 
-std::filesystem::path source_root() {
-  const char* r = std::getenv("TANDEM_SOURCE_ROOT");
-  return r ? r : ".";
-}
+using spec_test::chat;
+using spec_test::job;
+using spec_test::outcome;
+using spec_test::run;
+using spec_test::run_result;
+using spec_test::source_root;
 
-struct job {
-  std::vector<int32_t> prompt;
-  int at_step = 0;
-  int64_t max_new = 48;
-  sampling_params sampling;
-  float presence_penalty = 0;
-  std::vector<int32_t> stop_ids;
-};
-
-struct outcome {
-  std::vector<int32_t> tokens;
-  finish_reason why = finish_reason::none;
-  bool operator==(const outcome&) const = default;
-};
-
-struct run_result {
-  std::vector<outcome> outputs;
-  engine_stats stats;
-};
-
-run_result run(const std::string& pipeline, const std::vector<std::string>& overrides, const std::vector<job>& jobs) {
-  auto rt = runtime::open(source_root() / "pipelines" / pipeline, {.overrides = overrides, .allow_pull = false, .progress = {}});
-  engine& eng = rt->eng();
-  run_result res;
-  res.outputs.resize(jobs.size());
-  int step = 0;
-  size_t submitted = 0;
-  for (; step < 20000; ++step) {
-    for (size_t k = 0; k < jobs.size(); ++k) {
-      if (jobs[k].at_step != step) continue;
-      generation_request r;
-      r.prompt = jobs[k].prompt;
-      r.max_new_tokens = jobs[k].max_new;
-      r.sampling = jobs[k].sampling;
-      r.presence_penalty = jobs[k].presence_penalty;
-      r.stop_token_ids = jobs[k].stop_ids;
-      r.ignore_eos = true;
-      r.on_event = [&res, k](const token_event& ev) {
-        if (ev.token >= 0) res.outputs[k].tokens.push_back(ev.token);
-        if (ev.finished != finish_reason::none) res.outputs[k].why = ev.finished;
-      };
-      eng.submit(std::move(r));
-      ++submitted;
-    }
-    eng.step();
-    eng.check_invariants();
-    if (submitted == jobs.size() && !eng.has_work()) break;
-  }
-  BOOST_REQUIRE(!eng.has_work());
-  res.stats = eng.stats();
-  BOOST_TEST(res.stats.kv_pages_used == 0);  // every page returned, drafts' included
-  return res;
-}
-
-std::vector<int32_t> chat(const std::string& text) {
-  static std::unique_ptr<runtime> rt =
-      runtime::open(source_root() / "pipelines" / "cpu.yaml", {.overrides = {}, .allow_pull = false, .progress = {}});
-  const std::vector<chat_message> msgs{{"user", text}};
-  return rt->tokens_for_chat(msgs);
-}
-
-std::vector<job> default_model_jobs() {
-  std::vector<job> jobs;
-  int at = 0;
-  for (const char* p : {"Count from 1 to 200, separated by commas.", "What is the capital of France?",
-                        "Write the alphabet in capital letters, with spaces between the letters.",
-                        "List the days of the week, then list them again in reverse order."}) {
-    jobs.push_back({chat(p), at, 64, {}, 0, {}});
-    at += 3;  // continuous batching: requests join while others decode
-  }
-  return jobs;
-}
+std::vector<job> default_model_jobs() { return spec_test::default_model_jobs(64); }
 
 void expect_identical(const run_result& a, const run_result& b) {
   BOOST_REQUIRE(a.outputs.size() == b.outputs.size());

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Trains the DFlash2 drafter on one H200 in one device call (issue 16), from the repo root:
 #
-#   OUT=$OUT bash tools/train_dflash2/h200.sh          # carry .whl (gguf, accelerate, psutil wheels)
+#   OUT=$OUT bash tools/train_dflash2/h200.sh          # carry .whl (the gguf wheel; accelerate and psutil are there)
 #
 # Needs, on that machine: tandem built with CUDA in build-gpu/ and the default model at $MODEL
 # (bench/peers/gpu.sh's build and run phases leave both; else the model store's copy under
