@@ -102,7 +102,7 @@ model|run)
     # and `bench` brings its weights back under keep/.
     step "DFlash2 training in the background (tools/train_dflash2/h200.sh)"
     rm -rf /tmp/train-out /tmp/train.rc && mkdir -p /tmp/train-out
-    setsid nohup bash -c "OUT=/tmp/train-out MODEL=$MODEL bash tools/train_dflash2/h200.sh > /tmp/train-out/h200.log 2>&1; echo \$? > /tmp/train.rc" \
+    setsid nohup bash -c "OUT=/tmp/train-out MODEL=$MODEL bash tools/train_dflash2/h200.sh > /tmp/train-outer.log 2>&1; echo \$? > /tmp/train.rc" \
       > /dev/null 2>&1 < /dev/null &
   fi
   step "the gpu suite's tests that need the model: ${MODEL_TESTS:=gpu_model nccl_one_rank_e2e spec_gpu}"
@@ -111,7 +111,7 @@ model|run)
   cp "$BUILD/meson-logs/testlog.txt" "$OUT/model_testlog.txt" 2>/dev/null
   if [ -n "${TRAIN:-}" ]; then
     wait_file /tmp/train.rc "${TRAIN_WAIT_S:-480}" && echo "training: exit $(cat /tmp/train.rc)" || echo "training: still running"
-    tail -25 /tmp/train-out/h200.log
+    tail -25 /tmp/train-outer.log
   fi
   ;;&
 bench|run)
