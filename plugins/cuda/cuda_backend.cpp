@@ -93,7 +93,8 @@ void cuda_backend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
 void cuda_backend::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
 std::unique_ptr<linear_weight> cuda_backend::load_linear(const tensor_info& w) {
-  if (w.type == dtype::exl3) return std::make_unique<cuda_exl3_linear>(w, stream_);
+  // EXL3, the one opaque format backend.cuda loads (cuda_exl3_linear checks the tag).
+  if (w.type == dtype::opaque) return std::make_unique<cuda_exl3_linear>(w, stream_);
   return std::make_unique<cuda_linear>(w, opt_.gemm, stream_);
 }
 
@@ -101,7 +102,7 @@ std::unique_ptr<linear_weight> cuda_backend::load_linear_group(std::span<const t
   // One matrix when the parts can be concatenated (same type and width); else the
   // default group of separate linears (always for EXL3: trellises are not concatenated).
   for (const tensor_info* p : parts)
-    if (p->type == dtype::exl3 || p->type != parts.front()->type || p->shape.size() != 2 ||
+    if (p->type == dtype::opaque || p->type != parts.front()->type || p->shape.size() != 2 ||
         parts.front()->shape.size() != 2 ||
         p->shape[1] != parts.front()->shape[1] || parts.size() > 4)
       return backend::load_linear_group(parts);
