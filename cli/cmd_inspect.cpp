@@ -97,10 +97,10 @@ int run_inspect(const args& a) {
   size_t total = 0;
   if (!no_tensors) std::cout << "tensors (" << wf->tensors().size() << "):\n";
   for (const tensor_info& t : wf->tensors()) {
-    auto& [count, bytes] = by_type[std::string(name(t.type))];
+    auto& [count, bytes] = by_type[t.type_name()];  // an opaque tensor shows its format tag (EXL3)
     ++count, bytes += t.nbytes, total += t.nbytes;
     if (!no_tensors)
-      std::printf("  %-32s %-5s %-16s %10zu bytes\n", t.name.c_str(), std::string(name(t.type)).c_str(),
+      std::printf("  %-32s %-5s %-16s %10zu bytes\n", t.name.c_str(), t.type_name().c_str(),
                   shape_of(t.shape).c_str(), t.nbytes);
   }
   std::cout << "summary: " << wf->tensors().size() << " tensors, " << total << " bytes;";

@@ -10,8 +10,9 @@ namespace {
 
 void require_matrix(const tensor_info& t) {
   if (t.shape.size() != 2) throw model_error("model", "tensor " + t.name + " is not a matrix: it cannot be split");
-  if (t.type == dtype::exl3)
-    throw model_error("model", "tensor " + t.name + " is EXL3: trellis weights cannot be split for tensor parallel yet");
+  if (t.type == dtype::opaque)  // EXL3 trellises, say: their weight format's encoding, not rows of bytes
+    throw model_error("model", "tensor " + t.name + " is " + t.type_name() +
+                                   ": opaque weights cannot be split for tensor parallel yet");
 }
 
 // Bytes of `elems` elements of a row of `type` (elems a multiple of its block).

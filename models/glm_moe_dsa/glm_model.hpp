@@ -31,9 +31,9 @@
 #include "common/tp_vocab.hpp"
 #include "glm_config.hpp"
 #include "tandem/backend.hpp"
-#include "tandem/exl3_tensor.hpp"
 #include "tandem/model.hpp"
 #include "tandem/weight_format.hpp"
+#include "tandem_exl3/tensor.hpp"
 
 namespace tandem::glm {
 
@@ -149,7 +149,7 @@ class glm_model final : public model {
   tp_group tp_;
   glm_share share_;
   shard_store shards_;   // the weight slices this rank loaded
-  std::deque<exl3_tensor> exl3_views_;  // EXL3 linears trimmed to their unpadded shape
+  std::deque<exl3::exl3_tensor> exl3_views_;  // EXL3 linears trimmed to their unpadded shape
   vocab_gather vocab_;
   model_info info_;
   std::unique_ptr<linear_weight> embed_, head_;

@@ -12,7 +12,7 @@
 
 #include "glm_model.hpp"
 #include "tandem/error.hpp"
-#include "tandem/exl3_tensor.hpp"
+#include "tandem_exl3/tensor.hpp"
 
 namespace tandem::glm {
 namespace {
@@ -25,13 +25,13 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 class loader {
  public:
-  loader(backend& be, const weight_format& w, const glm_config& c, std::deque<exl3_tensor>& descriptors)
+  loader(backend& be, const weight_format& w, const glm_config& c, std::deque<exl3::exl3_tensor>& descriptors)
       : be_(be), w_(w), c_(c), descriptors_(descriptors) {}
 
   const tensor_info& get(const std::string& name, std::vector<int64_t> shape) {
     const tensor_info* t = w_.find(name);
     if (!t) throw model_error(c_.file, "tensor " + name + " is missing");
-    if (t->type == dtype::exl3 && t->shape != shape) return trimmed(*t, shape);
+    if (t->type == exl3::exl3_tensor::type && t->shape != shape) return trimmed(*t, shape);
     if (t->shape != shape)
       throw model_error(c_.file, "tensor " + name + " has shape " + shape_str(t->shape) + ", expected " +
                                      shape_str(shape));
@@ -40,13 +40,13 @@ class loader {
   // An EXL3 linear stored padded to multiples of 128 (k x n) as the {out, in} linear the
   // model expects: exllamav3 pads the input with zeros and drops the extra outputs.
   const tensor_info& trimmed(const tensor_info& t, const std::vector<int64_t>& shape) {
-    const exl3_tensor* e = exl3_tensor::of(t.type, t.data, t.nbytes);
+    const exl3::exl3_tensor* e = exl3::exl3_tensor::of(t.type, t.data, t.nbytes);
     auto padded = [](int64_t v) { return (v + 127) / 128 * 128; };
     if (e == nullptr || shape.size() != 2 || e->in_features != e->k || e->out_features != e->n ||
         padded(shape[1]) != e->k || padded(shape[0]) != e->n)
       throw model_error(c_.file, "EXL3 tensor " + t.name + " has shape " + shape_str(t.shape) + ", expected " +
                                      shape_str(shape) + " (padded to multiples of 128)");
-    exl3_tensor d = *e;
+    exl3::exl3_tensor d = *e;
     d.out_features = shape[0];
     d.in_features = shape[1];
     descriptors_.push_back(d);
@@ -59,9 +59,9 @@ class loader {
   // A plain tensor the model reads as numbers (exllamav3 keeps these unquantized).
   const tensor_info& plain(const std::string& name, std::vector<int64_t> shape) {
     const tensor_info& t = get(name, std::move(shape));
-    if (t.type == dtype::exl3)
-      throw model_error(c_.file, "tensor " + name + " is EXL3-quantized; it must be stored unquantized (exllamav3 "
-                                 "keeps it fp16)");
+    if (t.type == exl3::exl3_tensor::type)
+      throw model_error(c_.file, "tensor " + name + " is " + t.type_name() +
+                                     "-quantized; it must be stored unquantized (exllamav3 keeps it fp16)");
     return t;
   }
   std::unique_ptr<linear_weight> linear(const std::string& name, int64_t out, int64_t in) {
@@ -97,7 +97,7 @@ class loader {
   const weight_format& w_;
   const glm_config& c_;
   std::deque<tensor_info> slices_;  // stable addresses while the experts load
-  std::deque<exl3_tensor>& descriptors_;  // trimmed EXL3 views, alive as long as the model
+  std::deque<exl3::exl3_tensor>& descriptors_;  // trimmed EXL3 views, alive as long as the model
 };
 
 }  // namespace

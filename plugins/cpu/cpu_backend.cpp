@@ -31,7 +31,7 @@ void check_tensor_bytes(const tensor_info& t) {
   for (int64_t d : t.shape) n *= d;
   const int64_t inner = t.shape.empty() ? 1 : t.shape.back();
   const auto rb = row_bytes(t.type, inner);
-  if (!rb) weight_fail(t, "has rows that are not whole " + std::string(name(t.type)) + " blocks");
+  if (!rb) weight_fail(t, "has rows that are not whole " + t.type_name() + " blocks");
   const int64_t rows = inner == 0 ? 0 : n / inner;
   if (t.data == nullptr || static_cast<int64_t>(t.nbytes) < rows * *rb) {
     weight_fail(t, "has " + std::to_string(t.nbytes) + " bytes, its shape needs " +
@@ -69,7 +69,7 @@ void cpu_backend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
 
 std::unique_ptr<linear_weight> cpu_backend::load_linear(const tensor_info& w) {
   if (w.shape.size() != 2) weight_fail(w, "is not a 2-D linear weight");
-  if (w.type == dtype::exl3)
+  if (w.type == dtype::opaque)  // EXL3, the one opaque format backend.cpu loads (it checks the tag)
     return load_exl3_linear(w, exl3_exact_ ? exl3_mode::exact : exl3_mode::reconstruct, pool_);
   check_tensor_bytes(w);
   const int64_t out = w.shape[0], in = w.shape[1];
@@ -87,7 +87,7 @@ std::unique_ptr<linear_weight> cpu_backend::load_linear(const tensor_info& w) {
       return std::make_unique<cpu_linear>(dtype::f32, data, out, in, std::move(buf));
     }
     default:
-      weight_fail(w, "has type " + std::string(name(w.type)) +
+      weight_fail(w, "has type " + w.type_name() +
                          "; backend.cpu linears take f32, f16, bf16, q4_0, q4_1, q8_0");
   }
 }
@@ -102,7 +102,7 @@ std::unique_ptr<device_buffer> cpu_backend::load_tensor(const tensor_info& t, dt
     return buf;
   }
   if (as != dtype::f32 && as != dtype::f16 && as != dtype::bf16) {
-    weight_fail(t, "cannot be converted from " + std::string(name(t.type)) + " to " +
+    weight_fail(t, "cannot be converted from " + t.type_name() + " to " +
                        std::string(name(as)) + " (targets: its own type, f32, f16, bf16)");
   }
   std::vector<float> f(static_cast<size_t>(n));

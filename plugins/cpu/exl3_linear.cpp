@@ -8,25 +8,25 @@
 #include "cpu_weights.hpp"
 #include "host_memory.hpp"
 #include "tandem/error.hpp"
-#include "tandem/exl3_tensor.hpp"
 #include "tandem_exl3/descriptor.hpp"
 #include "tandem_exl3/linear.hpp"
+#include "tandem_exl3/tensor.hpp"
 #include "views.hpp"
 
 namespace tandem::cpu {
 namespace {
 
-exl3::exl3_matrix to_matrix(const exl3_tensor& e) { return exl3::matrix_of(e); }
+exl3::exl3_matrix to_matrix(const exl3::exl3_tensor& e) { return exl3::matrix_of(e); }
 
-const exl3_tensor& descriptor(const tensor_info& w) { return exl3::checked_descriptor(w, "backend.cpu"); }
+const exl3::exl3_tensor& descriptor(const tensor_info& w) { return exl3::checked_descriptor(w, "backend.cpu"); }
 
 // The trellis kept as is; each call runs linear_ref.
 class exl3_exact_linear final : public linear_weight {
  public:
-  explicit exl3_exact_linear(const exl3_tensor& e) : e_(e), m_(to_matrix(e)) {}
+  explicit exl3_exact_linear(const exl3::exl3_tensor& e) : e_(e), m_(to_matrix(e)) {}
   int64_t in_features() const override { return e_.in_features; }
   int64_t out_features() const override { return e_.out_features; }
-  dtype storage_type() const override { return dtype::exl3; }
+  dtype storage_type() const override { return exl3::exl3_tensor::type; }
 
   void run(const rows_view& x, const rows_view& y, thread_pool& pool) const {
     const int64_t rows = x.rows;
@@ -43,14 +43,14 @@ class exl3_exact_linear final : public linear_weight {
   }
 
  private:
-  exl3_tensor e_;
+  exl3::exl3_tensor e_;
   exl3::exl3_matrix m_;
 };
 
 }  // namespace
 
 std::unique_ptr<linear_weight> load_exl3_linear(const tensor_info& w, exl3_mode mode, thread_pool& pool) {
-  const exl3_tensor& e = descriptor(w);
+  const exl3::exl3_tensor& e = descriptor(w);
   if (mode == exl3_mode::exact || e.bias != nullptr) return std::make_unique<exl3_exact_linear>(e);
   const int64_t out = e.out_features, in = e.in_features;
   auto buf = std::make_unique<host_buffer>(static_cast<size_t>(out * in) * sizeof(float));

@@ -1,5 +1,6 @@
 #pragma once
-// backend.cpu's EXL3 linears (dtype::exl3 tensors from weights.exl3).
+// backend.cpu's EXL3 linears (opaque tensors tagged EXL3 from weights.exl3; the descriptor
+// is tandem_exl3/tensor.hpp).
 //
 // reconstruct (default): W is decoded once at load into the original basis as f32
 //   (tandem::exl3::reconstruct_f32) and runs as an f32 cpu_linear: fast, f32-exact W.

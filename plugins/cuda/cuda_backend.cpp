@@ -101,10 +101,11 @@ void cuda_backend::synchronize() { check(cudaStreamSynchronize(stream_), "synchr
 bool cuda_backend::uses_gemm() const { return opt_.gemm && !opt_.batch_invariant; }
 
 std::unique_ptr<linear_weight> cuda_backend::load_linear(const tensor_info& w) {
-  if (w.type == dtype::exl3) {
+  // EXL3, the one opaque format backend.cuda loads (cuda_exl3_linear checks the tag).
+  if (w.type == dtype::opaque) {
     if (opt_.batch_invariant)
-      throw config_error("backend", "backend.cuda: batch_invariant covers Q4_1/Q8_0/float linears, not the EXL3 tensor " +
-                                        w.name + " (its kernels choose by row count)");
+      throw config_error("backend", "backend.cuda: batch_invariant covers Q4_1/Q8_0/float linears, not the " +
+                                        w.type_name() + " tensor " + w.name + " (its kernels choose by row count)");
     return std::make_unique<cuda_exl3_linear>(w, stream_);
   }
   return std::make_unique<cuda_linear>(w, uses_gemm(), stream_);
@@ -114,7 +115,7 @@ std::unique_ptr<linear_weight> cuda_backend::load_linear_group(std::span<const t
   // One matrix when the parts can be concatenated (same type and width); else the
   // default group of separate linears (always for EXL3: trellises are not concatenated).
   for (const tensor_info* p : parts)
-    if (p->type == dtype::exl3 || p->type != parts.front()->type || p->shape.size() != 2 ||
+    if (p->type == dtype::opaque || p->type != parts.front()->type || p->shape.size() != 2 ||
         parts.front()->shape.size() != 2 ||
         p->shape[1] != parts.front()->shape[1] || parts.size() > 4)
       return backend::load_linear_group(parts);

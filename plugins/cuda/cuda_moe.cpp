@@ -23,9 +23,9 @@
 #include "check.hpp"
 #include "cuda_backend.hpp"
 #include "tandem/error.hpp"
-#include "tandem/exl3_tensor.hpp"
 #include "tandem/weight_format.hpp"
 #include "tandem_exl3/descriptor.hpp"
+#include "tandem_exl3/tensor.hpp"
 
 namespace tandem::cuda {
 
@@ -41,7 +41,7 @@ cuda_experts::cuda_experts(int n_experts, int64_t hidden, int64_t ffn,
     : n_experts_(n_experts),
       hidden_(hidden),
       ffn_(ffn),
-      source_(dtype::exl3),
+      source_(exl3::exl3_tensor::type),
       linears_(std::move(linears)),
       shape_(shape),
       table_(std::move(table)) {}
@@ -177,10 +177,11 @@ namespace {
 // checked by load_experts itself.
 bool fits_exl3_moe(std::span<const tensor_info* const> gate, std::span<const tensor_info* const> up,
                    std::span<const tensor_info* const> down) {
-  const exl3_tensor* first = gate[0] ? exl3_tensor::of(gate[0]->type, gate[0]->data, gate[0]->nbytes) : nullptr;
+  const exl3::exl3_tensor* first =
+      gate[0] ? exl3::exl3_tensor::of(gate[0]->type, gate[0]->data, gate[0]->nbytes) : nullptr;
   for (auto list : {gate, up, down})
     for (const tensor_info* t : list) {
-      const exl3_tensor* d = t ? exl3_tensor::of(t->type, t->data, t->nbytes) : nullptr;
+      const exl3::exl3_tensor* d = t ? exl3::exl3_tensor::of(t->type, t->data, t->nbytes) : nullptr;
       if (d == nullptr || first == nullptr) return true;  // load_experts reports it
       if (d->k != d->in_features || d->n != d->out_features || d->bias != nullptr || d->bits != first->bits ||
           d->codebook != first->codebook)
@@ -207,19 +208,19 @@ std::unique_ptr<expert_weights> cuda_backend::load_experts(std::span<const tenso
     bad(op, "gate[0] '" + gate[0]->name + "' is not a 2-D {ffn, hidden} weight");
   const int64_t ffn = gate[0]->shape[0], hidden = gate[0]->shape[1];
   const int E = static_cast<int>(gate.size());
-  const bool exl3 = gate[0]->type == dtype::exl3;
+  const bool exl3 = gate[0]->type == exl3::exl3_tensor::type;  // the opaque experts it loads
   auto check_shape = [&](const tensor_info* t, const char* what, size_t e, int64_t rows, int64_t cols) {
     const std::string arg = std::string(what) + "[" + std::to_string(e) + "]";
     if (t == nullptr) bad(op, arg + " is null");
     if (t->shape.size() != 2 || t->shape[0] != rows || t->shape[1] != cols)
       bad(op, arg + " '" + t->name + "' is {" + dims_str(t->shape) + "}, expected {" + std::to_string(rows) + ", " +
                   std::to_string(cols) + "}");
-    if (exl3 != (t->type == dtype::exl3))
-      bad(op, arg + " '" + t->name + "' is " + std::string(name(t->type)) + ", but gate[0] is " +
-                  std::string(name(gate[0]->type)) + " (exl3 experts cannot be mixed with others)");
+    if (exl3 != (t->type == exl3::exl3_tensor::type))
+      bad(op, arg + " '" + t->name + "' is " + t->type_name() + ", but gate[0] is " + gate[0]->type_name() +
+                  " (exl3 experts cannot be mixed with others)");
     if (!exl3) {
       if (t->type != dtype::bf16 && t->type != dtype::f16 && t->type != dtype::f32)
-        bad(op, arg + " '" + t->name + "' has type " + std::string(name(t->type)) +
+        bad(op, arg + " '" + t->name + "' has type " + t->type_name() +
                     " (backend.cuda experts: bf16, f16, f32 or exl3)");
       if (t->nbytes < static_cast<size_t>(rows * cols) * traits(t->type).block_bytes)
         bad(op, arg + " '" + t->name + "' is truncated");
@@ -240,7 +241,7 @@ std::unique_ptr<expert_weights> cuda_backend::load_experts(std::span<const tenso
     std::vector<const tensor_info*> g, u, d;
     for (size_t e = 0; e < gate.size(); ++e)
       for (auto [t, list] : {std::pair{gate[e], &g}, std::pair{up[e], &u}, std::pair{down[e], &d}}) {
-        const exl3_tensor& x = exl3::checked_descriptor(*t, "backend.cuda load_experts");
+        const exl3::exl3_tensor& x = exl3::checked_descriptor(*t, "backend.cuda load_experts");
         decoded.emplace_back(static_cast<size_t>(x.out_features * x.in_features));
         exl3::unpadded_rows_f32(x, decoded.back().data(), [](int64_t n, const auto& fn) {
           for (int64_t i = 0; i < n; ++i) fn(i);
@@ -254,10 +255,10 @@ std::unique_ptr<expert_weights> cuda_backend::load_experts(std::span<const tenso
     // The fat-expert kernel (fits_exl3_moe holds).
     if (E > exl3::cuda::exl3_moe_max_experts)
       bad(op, std::to_string(E) + " EXL3 experts (at most " + std::to_string(exl3::cuda::exl3_moe_max_experts) + ")");
-    const exl3_tensor* first = exl3_tensor::of(gate[0]->type, gate[0]->data, gate[0]->nbytes);
+    const exl3::exl3_tensor* first = exl3::exl3_tensor::of(gate[0]->type, gate[0]->data, gate[0]->nbytes);
     if (first == nullptr) bad(op, "gate[0] '" + gate[0]->name + "' has no exl3_tensor descriptor");
     auto check_exl3 = [&](const tensor_info* t) {  // the rest: fits_exl3_moe above
-      if (exl3_tensor::of(t->type, t->data, t->nbytes) == nullptr)
+      if (exl3::exl3_tensor::of(t->type, t->data, t->nbytes) == nullptr)
         bad(op, "'" + t->name + "' has no exl3_tensor descriptor");
     };
     std::vector<std::unique_ptr<cuda_exl3_linear>> lin;

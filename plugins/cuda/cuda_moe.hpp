@@ -5,8 +5,9 @@
 //    beyond +-65504 is a load error, values below f16's normal range 6.1e-5 keep an absolute
 //    error <= 3e-8): gate and up of expert e as one interleaved w13[e], down as w2[e] (see
 //    tandem_cuda/moe.hpp: dev_experts). 3 * hidden * ffn * 2 bytes per expert.
-//  - exl3 experts (tandem::exl3_tensor descriptors): each linear uploaded as cuda_exl3_linear,
-//    and the device table the EXL3 fat-expert kernel reads (tandem_exl3_cuda/exl3_moe.hpp).
+//  - exl3 experts (opaque tensors: tandem_exl3/tensor.hpp descriptors): each linear uploaded
+//    as cuda_exl3_linear, and the device table the EXL3 fat-expert kernel reads
+//    (tandem_exl3_cuda/exl3_moe.hpp).
 #include <memory>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "exl3_weights.hpp"
 #include "tandem/backend.hpp"
 #include "tandem_cuda/moe.hpp"
+#include "tandem_exl3/tensor.hpp"
 #include "tandem_exl3_cuda/exl3_moe.hpp"
 
 namespace tandem::cuda {
@@ -31,8 +33,8 @@ class cuda_experts final : public expert_weights {
   int64_t hidden() const override { return hidden_; }
   int64_t ffn() const override { return ffn_; }
 
-  dtype source_type() const { return source_; }  // bf16 / f16 / f32 (stored as f16), or exl3
-  bool is_exl3() const { return source_ == dtype::exl3; }
+  dtype source_type() const { return source_; }  // bf16 / f16 / f32 (stored as f16), or opaque (exl3)
+  bool is_exl3() const { return source_ == exl3::exl3_tensor::type; }
   const dev_experts& dev() const { return dev_; }  // f16 experts
   const exl3::cuda::exl3_moe_shape& exl3_shape() const { return shape_; }
   const exl3::cuda::exl3_moe_expert* exl3_table() const {

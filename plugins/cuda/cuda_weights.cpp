@@ -93,7 +93,7 @@ void cuda_linear::upload_weight(const tensor_info& t, bool with_f16, cudaStream_
     type_ = dtype::f32;
     qs_ = upload(f.data(), f.size() * 4, stream);
   } else {
-    throw error("backend.cuda: linear " + t.name + " has type " + std::string(name(t.type)) +
+    throw error("backend.cuda: linear " + t.name + " has type " + t.type_name() +
                 " (supported: q4_1, q8_0, f32, f16, bf16)");
   }
   m_.qs = qs_->data();

@@ -6,14 +6,13 @@
 
 #include "check.hpp"
 #include "tandem/error.hpp"
-#include "tandem/exl3_tensor.hpp"
 #include "tandem_exl3/descriptor.hpp"
 #include "tandem_exl3/linear.hpp"
 
 namespace tandem::cuda {
 namespace {
 
-const exl3_tensor& descriptor(const tensor_info& w) { return exl3::checked_descriptor(w, "backend.cuda"); }
+const exl3::exl3_tensor& descriptor(const tensor_info& w) { return exl3::checked_descriptor(w, "backend.cuda"); }
 
 std::unique_ptr<cuda_buffer> upload(const void* host, size_t bytes, cudaStream_t stream) {
   auto b = std::make_unique<cuda_buffer>(bytes);
@@ -28,7 +27,7 @@ constexpr int64_t gemm_rows = 4096;  // rows per GEMM chunk above the GEMV's 16
 }  // namespace
 
 cuda_exl3_linear::cuda_exl3_linear(const tensor_info& t, cudaStream_t stream) {
-  const exl3_tensor& e = descriptor(t);
+  const exl3::exl3_tensor& e = descriptor(t);
   in_ = e.in_features;
   out_ = e.out_features;
   d_.K = e.bits;

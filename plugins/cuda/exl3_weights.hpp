@@ -1,5 +1,5 @@
 #pragma once
-// backend.cuda's EXL3 linears (dtype::exl3 tensors from weights.exl3): the trellis, suh, svh
+// backend.cuda's EXL3 linears (opaque tensors tagged EXL3 from weights.exl3): the trellis, suh, svh
 // and bias uploaded as stored (padded k x n), and a column map that applies the
 // descriptor's out_perm exactly as backend.cpu does (output o of the linear is padded
 // column out_perm[o]; padding columns are dropped).
@@ -18,6 +18,7 @@
 #include "device_memory.hpp"
 #include "tandem/backend.hpp"
 #include "tandem/weight_format.hpp"
+#include "tandem_exl3/tensor.hpp"
 #include "tandem_exl3_cuda/exl3_cuda.hpp"
 
 namespace tandem::cuda {
@@ -29,7 +30,7 @@ class cuda_exl3_linear final : public linear_weight {
 
   int64_t in_features() const override { return in_; }
   int64_t out_features() const override { return out_; }
-  dtype storage_type() const override { return dtype::exl3; }
+  dtype storage_type() const override { return exl3::exl3_tensor::type; }
 
   const exl3::cuda::dev_exl3& dev() const { return d_; }
   const int32_t* col_to_out() const { return static_cast<const int32_t*>(cols_->data()); }

@@ -138,7 +138,7 @@ void exl3_model::add_quantized(const std::string& key, const std::string& out_na
   if (k == 0 || n == 0 || k % 128 != 0 || n % 128 != 0)
     fail(tr.name, "covers " + std::to_string(k) + " x " + std::to_string(n) +
                       " weights; both must be positive multiples of 128");
-  exl3_tensor d;
+  exl3::exl3_tensor d;
   d.bits = static_cast<int32_t>(K);
   d.k = k;
   d.n = n;
@@ -208,7 +208,7 @@ void exl3_model::add_quantized(const std::string& key, const std::string& out_na
   descriptors_.push_back(d);
   if (index_.count(out_name)) fail(tr.name, "maps to " + out_name + ", which another tensor already has");
   index_.emplace(out_name, tensors_.size());
-  tensors_.push_back({out_name, dtype::exl3, {out, in}, &descriptors_.back(), sizeof(exl3_tensor)});
+  tensors_.push_back({out_name, exl3::exl3_tensor::type, {out, in}, &descriptors_.back(), sizeof(exl3::exl3_tensor)});
 }
 
 void exl3_model::add_plain(const st::tensor_entry& t, const std::string& out_name) {

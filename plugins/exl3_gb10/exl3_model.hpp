@@ -1,7 +1,8 @@
 #pragma once
 // Internal to weights.exl3: an exllamav3 (EXL3) model directory. Each quantized linear
-// (`{key}.trellis` with its companions) is one tensor_info `{key}.weight` of dtype::exl3
-// whose data is an exl3_tensor descriptor; other tensors keep their stored dtype.
+// (`{key}.trellis` with its companions) is one tensor_info `{key}.weight` of dtype::opaque
+// whose data is an exl3::exl3_tensor descriptor (tandem_exl3/tensor.hpp, tagged "EXL3");
+// other tensors keep their stored dtype.
 //
 // glm_moe_dsa: every tensor keeps its Hugging Face name (routed experts per expert,
 // model.layers.L.mlp.experts.E.{gate,up,down}_proj, as exllamav3 writes them) and the
@@ -31,8 +32,8 @@
 
 #include "hf_config.hpp"
 #include "safetensors_file.hpp"
-#include "tandem/exl3_tensor.hpp"
 #include "tandem/weight_format.hpp"
+#include "tandem_exl3/tensor.hpp"
 
 namespace tandem::exl3_plugin {
 
@@ -57,7 +58,7 @@ class exl3_model {
   model_metadata meta_;
   std::vector<tensor_info> tensors_;
   std::map<std::string, size_t, std::less<>> index_;
-  std::deque<exl3_tensor> descriptors_;
+  std::deque<exl3::exl3_tensor> descriptors_;
   std::deque<std::vector<uint16_t>> owned16_;   // converted suh/svh/bias, permuted rows
   std::deque<std::vector<int32_t>> perms_;
 };

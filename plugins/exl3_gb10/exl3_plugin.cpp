@@ -35,7 +35,7 @@ plugin_object* create(const plugin_context&) { return new exl3_weights(); }
 
 const plugin_descriptor desc{
     plugin_api_version, "weights.exl3", plugin_interface::weight_format,
-    "exllamav3 EXL3 llama directories (safetensors; trellis linears as dtype exl3)",
+    "exllamav3 EXL3 llama directories (safetensors; trellis linears as opaque EXL3 tensors)",
     nullptr, 0, nullptr, &create};
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include "exl3_model.hpp"
 #include "st_writer.hpp"
 #include "tandem/error.hpp"
-#include "tandem/exl3_tensor.hpp"
+#include "tandem_exl3/tensor.hpp"
 
 using namespace exl3_test;
 using tandem::exl3_plugin::exl3_model;
@@ -124,9 +124,11 @@ BOOST_AUTO_TEST_CASE(names_metadata_and_descriptors) {
   for (const want& w : ws) {
     const tandem::tensor_info* t = model.find(w.name);
     BOOST_TEST_REQUIRE(t != nullptr, w.name);
-    BOOST_TEST((t->type == tandem::dtype::exl3));
+    BOOST_TEST((t->type == tandem::dtype::opaque));
+    BOOST_TEST(tandem::opaque_tag(t->type, t->data, t->nbytes) == tandem::exl3::exl3_tensor::tag_value);
+    BOOST_TEST(t->type_name() == "EXL3");
     BOOST_TEST((t->shape == std::vector<int64_t>{w.out, w.in}));
-    const tandem::exl3_tensor* e = tandem::exl3_tensor::of(t->type, t->data, t->nbytes);
+    const tandem::exl3::exl3_tensor* e = tandem::exl3::exl3_tensor::of(t->type, t->data, t->nbytes);
     BOOST_TEST_REQUIRE(e != nullptr);
     BOOST_TEST(e->k == w.k);
     BOOST_TEST(e->n == w.n);
@@ -135,13 +137,13 @@ BOOST_AUTO_TEST_CASE(names_metadata_and_descriptors) {
     BOOST_TEST((e->out_perm != nullptr) == w.perm);
   }
   // q: head_dim 64, GGUF row 2i+j of head h is HF row h*64 + j*32 + i.
-  const auto* q = tandem::exl3_tensor::of(tandem::dtype::exl3, model.find("blk.0.attn_q.weight")->data,
-                                          sizeof(tandem::exl3_tensor));
+  const auto* q = tandem::exl3::exl3_tensor::of(tandem::dtype::opaque, model.find("blk.0.attn_q.weight")->data,
+                                                sizeof(tandem::exl3::exl3_tensor));
   BOOST_TEST(q->out_perm[0] == 0);
   BOOST_TEST(q->out_perm[1] == 32);
   BOOST_TEST(q->out_perm[2] == 1);
   BOOST_TEST(q->out_perm[65] == 96);
-  BOOST_TEST(!tandem::row_bytes(tandem::dtype::exl3, 128).has_value());
+  BOOST_TEST(!tandem::row_bytes(tandem::dtype::opaque, 128).has_value());
   BOOST_TEST(model.find("model.layers.0.self_attn.q_proj.suh") == nullptr);  // companions fold in
   BOOST_TEST(model.tensors().size() == 12u);
   std::filesystem::remove_all(dir);
@@ -156,11 +158,33 @@ BOOST_AUTO_TEST_CASE(legacy_sign_vectors) {
   const auto dir = m.write("legacy");
   exl3_model model(dir);
   const auto* t = model.find("blk.0.attn_v.weight");
-  const auto* e = tandem::exl3_tensor::of(t->type, t->data, t->nbytes);
+  const auto* e = tandem::exl3::exl3_tensor::of(t->type, t->data, t->nbytes);
   BOOST_TEST(e->suh[0] == 0xbc00);
   BOOST_TEST(e->suh[1] == 0x3c00);
   BOOST_TEST(e->suh[2] == 0xbc00);
   std::filesystem::remove_all(dir);
+}
+
+// The seam: the core sees an opaque tensor and its tag; only the EXL3 header knows the rest.
+BOOST_AUTO_TEST_CASE(opaque_descriptor_seam) {
+  using tandem::dtype;
+  const tandem::exl3::exl3_tensor e;
+  BOOST_TEST(tandem::opaque_tag(dtype::opaque, &e, sizeof e) == tandem::fourcc("EXL3"));
+  BOOST_TEST(tandem::type_name(dtype::opaque, &e, sizeof e) == "EXL3");
+  BOOST_TEST(tandem::exl3::exl3_tensor::of(dtype::opaque, &e, sizeof e) == &e);
+  BOOST_TEST(tandem::exl3::exl3_tensor::of(dtype::f16, &e, sizeof e) == nullptr);       // not opaque
+  BOOST_TEST(tandem::exl3::exl3_tensor::of(dtype::opaque, &e, sizeof e - 1) == nullptr);  // wrong size
+  BOOST_TEST(tandem::exl3::exl3_tensor::tagged(dtype::opaque, &e, 4));
+  const uint32_t other = tandem::fourcc("ABCD");  // another format's tag (only the tag is read)
+  BOOST_TEST(!tandem::exl3::exl3_tensor::tagged(dtype::opaque, &other, sizeof other));
+  BOOST_TEST(tandem::type_name(dtype::opaque, &other, sizeof other) == "ABCD");
+  const uint32_t unprintable = 1;
+  BOOST_TEST(tandem::type_name(dtype::opaque, &unprintable, 4) == "opaque");
+  BOOST_TEST(tandem::type_name(dtype::opaque, nullptr, 0) == "opaque");
+  BOOST_TEST(tandem::opaque_tag(dtype::opaque, &e, 3) == 0u);  // too short for a tag
+  BOOST_TEST(tandem::type_name(dtype::f16, nullptr, 0) == "f16");
+  BOOST_TEST(!tandem::row_bytes(dtype::opaque, 128).has_value());
+  BOOST_TEST(tandem::is_quantized(dtype::opaque));
 }
 
 // One broken directory per error class; the message names the tensor or key at fault.

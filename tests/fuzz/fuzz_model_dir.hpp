@@ -91,14 +91,14 @@ class scratch_dir {
 };
 
 // Tensor names unique and found by find(); a plain tensor's nbytes = elements x element
-// size and every byte readable; an exl3 tensor goes to `check_exl3`.
+// size and every byte readable; an opaque (exl3) tensor goes to `check_exl3`.
 template <class Model, class CheckExl3>
 void check_tensors(const Model& m, CheckExl3 check_exl3) {
   std::set<std::string> names;
   for (const tensor_info& t : m.tensors()) {
     require(names.insert(t.name).second, "a tensor name appears twice");
     require(m.find(t.name) == &t, "find() does not give the tensor of that name");
-    if (t.type == dtype::exl3) {
+    if (t.type == dtype::opaque) {
       check_exl3(t);
       continue;
     }

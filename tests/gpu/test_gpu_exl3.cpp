@@ -36,10 +36,10 @@
 
 #include "exl3_weights.hpp"
 #include "gpu_util.hpp"
-#include "tandem/exl3_tensor.hpp"
 #include "tandem_exl3/codebook.hpp"
 #include "tandem_exl3/hadamard.hpp"
 #include "tandem_exl3/linear.hpp"
+#include "tandem_exl3/tensor.hpp"
 #include "tandem_exl3_cuda/exl3_cuda.hpp"
 
 using namespace tandem;
@@ -349,11 +349,11 @@ BOOST_AUTO_TEST_CASE(backend_linear_with_padding_perm_and_bias) {
     std::vector<int32_t> perm(out);
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng());
-    exl3_tensor e;
+    ex::exl3_tensor e;
     e.bits = K, e.codebook = static_cast<uint8_t>(cb), e.in_features = in, e.out_features = out, e.k = k, e.n = n;
     e.trellis = h.trellis.data(), e.suh = h.suh.data(), e.svh = h.svh.data(), e.bias = h.bias.data();
     e.out_perm = perm.data();
-    const tensor_info t{"blk.0.attn_q.weight", dtype::exl3, {out, in}, &e, sizeof e};
+    const tensor_info t{"blk.0.attn_q.weight", ex::exl3_tensor::type, {out, in}, &e, sizeof e};
     auto w = gpu().load_linear(t);
     BOOST_TEST(w->in_features() == in);
     BOOST_TEST(w->out_features() == out);

@@ -51,7 +51,8 @@ class TANDEM_API model_metadata {
 };
 
 // One tensor of the file. `shape` is numpy order (outermost first); a linear weight is
-// {out_features, in_features}. Quantized blocks run along the last dimension.
+// {out_features, in_features}. Quantized blocks run along the last dimension. An opaque
+// tensor's data is its weight format's descriptor (dtype.hpp).
 struct tensor_info {
   std::string name;
   dtype type = dtype::f32;
@@ -60,6 +61,8 @@ struct tensor_info {
   size_t nbytes = 0;
 
   TANDEM_API tensor_view view() const;  // contiguous host view (ndim <= 4)
+  // The type to show in messages: name(type), or an opaque tensor's format tag (dtype.hpp).
+  std::string type_name() const { return tandem::type_name(type, data, nbytes); }
 };
 
 class TANDEM_API weight_format : public plugin_object {

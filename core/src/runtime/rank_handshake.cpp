@@ -20,7 +20,7 @@ std::string model_fingerprint(const weight_format& weights) {
   for (const tensor_info& t : weights.tensors()) {
     const std::string row = fmt::format("{}|{}|{}|{}", t.name, static_cast<int>(t.type), fmt::join(t.shape, ","), t.nbytes);
     XXH3_64bits_update(st, row.data(), row.size());
-    if (t.type == dtype::exl3 || !t.data) continue;  // EXL3's data is a descriptor, not bytes
+    if (t.type == dtype::opaque || !t.data) continue;  // an opaque tensor's data is a descriptor, not bytes
     const size_t edge = std::min<size_t>(t.nbytes, 4096);
     XXH3_64bits_update(st, t.data, edge);
     XXH3_64bits_update(st, static_cast<const char*>(t.data) + (t.nbytes - edge), edge);

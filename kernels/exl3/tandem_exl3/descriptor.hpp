@@ -1,6 +1,6 @@
 #pragma once
-// The checks every backend makes before it loads an EXL3 linear (a tensor_info of dtype
-// exl3 whose data is a tandem::exl3_tensor descriptor): the descriptor is there, its
+// The checks every backend makes before it loads an EXL3 linear (an opaque tensor_info
+// whose data is an exl3_tensor descriptor, tensor.hpp): the descriptor is there, its
 // codebook, shapes and out_perm are in range, and the trellis matrix validates.
 // Header-only on purpose: tandem_exl3 itself has no dependency on the core library.
 //
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "tandem/error.hpp"
-#include "tandem/exl3_tensor.hpp"
 #include "tandem/weight_format.hpp"
 #include "tandem_exl3/linear.hpp"
+#include "tandem_exl3/tensor.hpp"
 
 namespace tandem::exl3 {
 

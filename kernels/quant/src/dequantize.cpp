@@ -70,7 +70,7 @@ void dequantize_row(dtype t, const void* src, float* dst, int64_t n) {
     case dtype::i64:
     case dtype::u8:
     case dtype::fp8_e4m3:
-    case dtype::exl3: break;
+    case dtype::opaque: break;
   }
   throw error("dequantize_row: " + std::string(name(t)) + " is not a floating-point weight type");
 }
