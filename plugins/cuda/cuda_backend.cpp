@@ -41,8 +41,8 @@ cuda_backend::~cuda_backend() {
 }
 
 bool cuda_backend::supports(backend_op op) const {
-  // The batch-invariant mode covers the dense GQA ops only (cuda_backend.hpp).
-  if (opt_.batch_invariant && family(op) != "dense") return false;
+  // The batch-invariant mode covers the dense ops and GQA attention only (cuda_backend.hpp).
+  if (opt_.batch_invariant && family(op) != "dense" && op != backend_op::attention_gqa) return false;
   switch (op) {
     case backend_op::moe_route:
     case backend_op::moe_experts:
