@@ -17,7 +17,7 @@ void device_rows::linear(const linear_weight& w, const float* x, int64_t n, floa
   be_.copy_to_device(xd, x, static_cast<size_t>(n * in) * sizeof(float));
   be_.linear(w, tensor_view::contiguous(xd, dtype::f32, {n, in}, be_.dev()),
              tensor_view::contiguous(yd, dtype::f32, {n, out}, be_.dev()));
-  be_.synchronize();
+  // The copy is ordered after the product on the backend's stream: one wait, after it.
   be_.copy_to_host(y, yd, static_cast<size_t>(n * out) * sizeof(float));
   be_.synchronize();  // a device backend's copy may still be in flight
 }
@@ -30,7 +30,6 @@ void device_rows::embed(const linear_weight& table, const int32_t* ids, int64_t 
   be_.copy_to_device(id, ids, static_cast<size_t>(n) * sizeof(int32_t));
   be_.embed(table, tensor_view::contiguous(id, dtype::i32, {n}, be_.dev()),
             tensor_view::contiguous(od, dtype::f32, {n, d}, be_.dev()));
-  be_.synchronize();
   be_.copy_to_host(out, od, static_cast<size_t>(n * d) * sizeof(float));
   be_.synchronize();
 }
@@ -40,7 +39,6 @@ void device_rows::to_host(const tensor_view& v, float* out) {
     throw error("drafter.dflash2: a tap is not [n, hidden] f32 rows (" + std::string(name(v.type)) + ", " +
                 std::to_string(v.ndim) + " dims)");
   const int64_t n = v.shape[0], d = v.shape[1];
-  be_.synchronize();
   if (v.strides[0] == d) {
     be_.copy_to_host(out, v.data, static_cast<size_t>(n * d) * sizeof(float));
   } else {
