@@ -13,6 +13,8 @@
 #                                   #   bench/peers/table.py's ratio table
 #   `run` is `model` (the model tests; TRAIN=1 also trains the DFlash2 drafter beside them)
 #   then `bench` (everything else): two calls where one would pass the 10-minute limit.
+#   bash bench/peers/gpu.sh glm     # issue 15's GLM-5-family figures (no model needed): MLA
+#                                   #   decode against copy, glm_moe_dsa at 8k..1M context
 #
 # PEERS=0 leaves llama.cpp out (no build, no runs, no ratio table): tandem's own figures,
 # its server against its engine, and the speculative-decoding bench, in less device time.
@@ -22,7 +24,7 @@
 # (llama-batched-bench S_TG; tandem bench_engine --streams), and both servers over HTTP
 # under bench/serving/bench_serving.py and bench/serving/sse_load at 1 and 64 concurrent streams. Logs and JSON in $OUT.
 set -uo pipefail
-phase=${1:?usage: gpu.sh build|tests|model|bench|run}
+phase=${1:?usage: gpu.sh build|tests|model|bench|run|glm}
 source "$(dirname "$0")/../../scripts/gpu-env.sh"
 # At most 8 files come back from $OUT: everything goes back as one archive (logs.tgz).
 pack_out() {
@@ -134,7 +136,7 @@ bench|run)
     -npp 128 -ntg 128 -npl "$STREAMS" --output-format jsonl > "$OUT/llama_batched.jsonl" 2> "$OUT/llama_batched.log"
   fi
   step "tandem: bench_engine"
-  timeout 300 "$BUILD/bench/engine/bench_engine" --pipeline pipelines/default.yaml "${cuda_sets[@]}" --set scheduler.max_batch=128 \
+  timeout "${ENGINE_BENCH_S:-300}" "$BUILD/bench/engine/bench_engine" --pipeline pipelines/default.yaml "${cuda_sets[@]}" --set scheduler.max_batch=128 \
     --streams "$STREAMS" --prompt "$PROMPTS" --gen 128 --decode-prompt 128 --repeats 3 \
     > "$OUT/tandem_engine.txt" 2> "$OUT/tandem_engine.log"
   step "HTTP: both servers under bench_serving.py"
@@ -180,6 +182,20 @@ bench|run)
     > "$OUT/bench_spec_invariant.txt" 2>&1
   grep -vE '^\[|^\{' "$OUT/bench_spec_invariant.txt" | tail -30
   ;;
-build|tests|model|bench|run) ;;
-*) echo "usage: gpu.sh build|tests|model|bench|run"; exit 2 ;;
+glm)
+  # Issue 15's GPU figures, no model needed: MLA decode over the latent cache (N sequences x
+  # C context, dense and top-2048, against the copy figure), and the 2-layer random
+  # glm_moe_dsa's prefill and decode at 8k..1M tokens of context, DSA and dense MLA.
+  gpu_build bench/cuda/bench_cuda_mla bench/glm/bench_glm_long_context plugins/cuda/backend.cuda.so
+  export TANDEM_PLUGIN_PATH=$PWD/$BUILD/plugins
+  step "MLA decode on the latent cache (bench_cuda_mla)"
+  timeout 120 "$BUILD/bench/cuda/bench_cuda_mla" ${MLA_ARGS:-} > "$OUT/bench_cuda_mla.txt" 2>&1
+  cat "$OUT/bench_cuda_mla.txt"
+  step "glm_moe_dsa at 8k..1M tokens of context (bench_glm_long_context)"
+  timeout "${GLM_BENCH_S:-300}" "$BUILD/bench/glm/bench_glm_long_context" --backend backend.cuda ${GLM_ARGS:-} \
+    > "$OUT/bench_glm_long_context.txt" 2>&1
+  grep -vE '^\[' "$OUT/bench_glm_long_context.txt" | tail -16
+  ;;
+build|tests|model|bench|run|glm) ;;
+*) echo "usage: gpu.sh build|tests|model|bench|run|glm"; exit 2 ;;
 esac

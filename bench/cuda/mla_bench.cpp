@@ -1,0 +1,158 @@
+// bench_cuda_mla: backend.cuda's MLA decode (mla_attention, one new token per sequence) over
+// the latent cache at GLM-5's shapes (64 heads, kv_lora_rank 512 + rope 64, nope 192, v
+// 256), N sequences of C tokens of context each, dense (every cached position) and sparse
+// (DSA's top-2048 positions per token, spread over the context). The target is the
+// dense case at 32 sequences x 8k: at least 60% of the device-to-device copy figure.
+//
+// Bytes counted per call: the latent rows the op must read (dense: N * C; sparse: N *
+// min(C, 2048); (512 + 64) * 4 bytes each, the cache is f32) plus the absorbed kv_b weight
+// (W_UK and W_UV, 64 * (192 + 256) * 512 * 4 bytes), read once. The copy figure is read +
+// write bytes of a 2 GiB device copy in the same run (bench_util.hpp). Cache contents are a
+// constant (they change nothing in the kernel's work); pages are a shuffled permutation.
+//
+//   build/bench/cuda/bench_cuda_mla [--seqs 1,8,32] [--contexts 8192,32768]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "cuda_backend.hpp"
+#include "tandem/weight_format.hpp"
+#include "tandem_quant/ggml_blocks.hpp"
+
+using namespace tandem;
+
+namespace {
+
+std::vector<int64_t> parse_list(const char* s) {
+  std::vector<int64_t> v;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) v.push_back(std::stoll(item));
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  std::vector<int64_t> seqs{1, 8, 32}, contexts{8192, 32768};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--seqs" && i + 1 < argc) seqs = parse_list(argv[++i]);
+    else if (a == "--contexts" && i + 1 < argc) contexts = parse_list(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: bench_cuda_mla [--seqs a,b] [--contexts a,b]\n");
+      return 2;
+    }
+  }
+  const int heads = 64, nope = 192, rope = 64, vd = 256, rank = 512, page = 64, topk_n = 2048;
+  const int lat = rank + rope;
+  cuda::cuda_backend be;
+  const bench::device_info dev = bench::device_banner(be.stream());
+
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<uint16_t> kvb(static_cast<size_t>(heads) * (nope + vd) * rank);
+  for (auto& x : kvb) x = fp32_to_bf16(nd(rng));
+  tensor_info ti;
+  ti.name = "bench.kv_b_proj";
+  ti.type = dtype::bf16;
+  ti.shape = {int64_t{heads} * (nope + vd), rank};
+  ti.data = kvb.data();
+  ti.nbytes = kvb.size() * 2;
+  auto w = be.load_mla(ti, heads, nope, vd);
+  const double weight_bytes = double(heads) * (nope + vd) * rank * 4;
+
+  const int64_t maxN = *std::max_element(seqs.begin(), seqs.end());
+  const int64_t maxC = *std::max_element(contexts.begin(), contexts.end());
+  const int64_t pages_per_seq = (maxC + 1 + page - 1) / page;
+  kv_layout layout{1, maxN * pages_per_seq, page, 1, lat, dtype::f32};
+  layout.values = false;
+  auto kv = be.alloc_kv(layout);
+  std::printf("latent cache: %lld pages of %d tokens x %d f32 = %.2f GB\n", static_cast<long long>(layout.n_pages),
+              page, lat, double(layout.n_pages) * page * lat * 4 / 1e9);
+
+  auto q = be.alloc(size_t(maxN) * heads * (nope + rope) * 4), kva = be.alloc(size_t(maxN) * lat * 4);
+  auto out = be.alloc(size_t(maxN) * heads * vd * 4), topk = be.alloc(size_t(maxN) * topk_n * 4);
+  {
+    std::vector<float> h(size_t(maxN) * heads * (nope + rope));
+    for (auto& x : h) x = nd(rng);
+    be.copy_to_device(q->data(), h.data(), h.size() * 4);
+    std::vector<float> k(size_t(maxN) * lat);
+    for (auto& x : k) x = nd(rng);
+    be.copy_to_device(kva->data(), k.data(), k.size() * 4);
+  }
+  // Batch index arrays on the device, rewritten per (N, C).
+  auto qs = be.alloc(size_t(maxN + 1) * 4), sl = be.alloc(size_t(maxN) * 4), sm = be.alloc(size_t(maxN) * 4);
+  auto pos = be.alloc(size_t(maxN) * 4), pt = be.alloc(size_t(maxN * pages_per_seq) * 4);
+  std::vector<int32_t> perm(static_cast<size_t>(layout.n_pages));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+
+  mla_params p;
+  p.rope_dims = rope;
+  p.rope_theta = 1e6f;
+  p.scale = 1.0f / std::sqrt(float(nope + rope));
+  std::printf("\n| seqs | context | mode | ms | latent MB read | GB/s | %% of copy |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
+  for (int64_t C : contexts)
+    for (int64_t N : seqs) {
+      const int64_t P = (C + 1 + page - 1) / page;
+      std::vector<int32_t> hqs(N + 1), hsl(N), hsm(N), hpos(N), hpt(N * P);
+      for (int64_t s = 0; s < N; ++s) {
+        hqs[s] = int32_t(s);
+        hsl[s] = int32_t(C + 1);
+        hpos[s] = int32_t(C);
+        for (int64_t j = 0; j < P; ++j) hpt[s * P + j] = perm[s * pages_per_seq + j];
+        hsm[s] = hpt[s * P + C / page] * page + int32_t(C % page);
+      }
+      hqs[N] = int32_t(N);
+      be.copy_to_device(qs->data(), hqs.data(), hqs.size() * 4);
+      be.copy_to_device(sl->data(), hsl.data(), hsl.size() * 4);
+      be.copy_to_device(sm->data(), hsm.data(), hsm.size() * 4);
+      be.copy_to_device(pos->data(), hpos.data(), hpos.size() * 4);
+      be.copy_to_device(pt->data(), hpt.data(), hpt.size() * 4);
+      const int64_t K = std::min<int64_t>(topk_n, C + 1);
+      std::vector<int32_t> htk(size_t(N) * topk_n, -1);
+      for (int64_t s = 0; s < N; ++s)
+        for (int64_t j = 0; j < K; ++j) htk[s * topk_n + j] = int32_t(j * (C + 1) / K);
+      be.copy_to_device(topk->data(), htk.data(), htk.size() * 4);
+      be.synchronize();
+
+      attention_batch b;
+      b.n_seqs = int(N);
+      b.n_tokens = int(N);
+      b.max_pages_per_seq = int(P);
+      b.query_start = tensor_view::contiguous(qs->data(), dtype::i32, {N + 1}, be.dev());
+      b.seq_lens = tensor_view::contiguous(sl->data(), dtype::i32, {N}, be.dev());
+      b.page_table = tensor_view::contiguous(pt->data(), dtype::i32, {N, P}, be.dev());
+      b.slot_mapping = tensor_view::contiguous(sm->data(), dtype::i32, {N}, be.dev());
+      b.positions = tensor_view::contiguous(pos->data(), dtype::i32, {N}, be.dev());
+      const tensor_view qv = tensor_view::contiguous(q->data(), dtype::f32, {N, heads, nope + rope}, be.dev());
+      const tensor_view kv_a = tensor_view::contiguous(kva->data(), dtype::f32, {N, lat}, be.dev());
+      const tensor_view ov = tensor_view::contiguous(out->data(), dtype::f32, {N, heads, vd}, be.dev());
+      const tensor_view tv = tensor_view::contiguous(topk->data(), dtype::i32, {N, topk_n}, be.dev());
+      for (int sparse = 0; sparse < 2; ++sparse) {
+        const double ms = bench::median_ms(be.stream(), 2, 9, [&] {
+          be.mla_attention(qv, kv_a, *w, *kv, 0, b, p, sparse ? tv : tensor_view{}, ov);
+        });
+        const double rows = double(N) * (sparse ? double(K) : double(C + 1));
+        const double bytes = rows * lat * 4 + weight_bytes;
+        const double gbs = bytes / (ms * 1e-3) / 1e9;
+        std::printf("| %lld | %lld | %s | %.3f | %.0f | %.0f | %.0f%% |\n", static_cast<long long>(N),
+                    static_cast<long long>(C), sparse ? "top-2048" : "dense", ms, rows * lat * 4 / 1e6, gbs,
+                    100.0 * gbs / dev.copy);
+      }
+    }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_cuda_mla: %s\n", e.what());
+  return 1;
+}
