@@ -4,8 +4,11 @@
 // eager above; GPU argmax, ids to the host) and one prefill each of 128, 512, 2048 and
 // 8192 tokens. Per-op tables (each op run eagerly and timed alone) for decode at batch 1
 // and 8 and the 512-token prefill. Then decode at 1-32 sequences once more with the linears
-// fused (TANDEM_LLAMA_FUSED_LINEARS=1; TANDEM_BENCH_SKIP_FUSED=1 leaves it out). Ceiling of
-// decode: weight bytes per step over copy bandwidth.
+// fused (TANDEM_LLAMA_FUSED_LINEARS=1; TANDEM_BENCH_SKIP_FUSED=1 leaves it out). Then the
+// decode curve at 2-64 sequences under two other linear dispatches (TANDEM_BENCH_SKIP_MMA_AB=1
+// leaves them out): backend.cuda's mma_max_rows = 0 (the q8 GEMV up to 4 rows, the f16
+// GEMM above: the dispatch before the int8 tensor-core kernel) and = 64 (that kernel up to
+// 64 rows); the default is 32. Ceiling of decode: weight bytes per step over copy bandwidth.
 //
 //   build/bench/cuda/bench_cuda_model
 #include <algorithm>
@@ -202,6 +205,20 @@ int main() {
       fused_curve.push_back({batch, decode(fused, be, batch, 128, batch == 1 ? 256 : 64, false)});
   }
 
+  // The same model under other linear dispatches (see the header).
+  std::vector<std::pair<std::string, std::vector<std::pair<int, decode_result>>>> dispatch_curves;
+  if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_MMA_AB"); skip == nullptr || std::string(skip) != "1") {
+    for (int64_t rows : {int64_t{0}, int64_t{64}}) {
+      cuda::cuda_options o;
+      o.mma_max_rows = rows;
+      cuda::cuda_backend be2(o);
+      llama_model m2(be2, w, hp, 64 * 8192 / 16 / 4, 16);
+      std::vector<std::pair<int, decode_result>> c;
+      for (int batch : {2, 4, 8, 16, 32, 64}) c.push_back({batch, decode(m2, be2, batch, 128, 64, false)});
+      dispatch_curves.push_back({"mma_max_rows=" + std::to_string(rows), std::move(c)});
+    }
+  }
+
   std::printf("weights %.1f MB / %.0f GB/s = %.1f us per step (the floor at any batch up to where compute binds)\n",
               wbytes / 1e6, copy, floor_us);
   std::printf("%-34s %12s %12s %14s %s\n", "case", "tok/s", "us/step", "forward us", "recorded");
@@ -225,6 +242,21 @@ int main() {
                 name.c_str(), r.tok_s, r.step_us, r.gpu_us, "graph", same, plain.ids.size(), d);
     std::printf("{\"bench\":\"cuda_model_decode_fused\",\"batch\":%d,\"tok_s\":%.0f,\"step_us\":%.1f,\"gpu_us\":%.1f}\n",
                 batch, r.tok_s, r.step_us, r.gpu_us);
+  }
+  for (const auto& [label, c] : dispatch_curves) {
+    for (const auto& [batch, r] : c) {
+      const decode_result* plain = nullptr;  // the default dispatch's run of the same batch
+      for (const auto& [b0, r0] : curve)
+        if (b0 == batch) plain = &r0;
+      size_t same = 0;
+      while (plain && same < r.ids.size() && same < plain->ids.size() && r.ids[same] == plain->ids[same]) ++same;
+      const std::string name = label + " decode batch " + std::to_string(batch);
+      std::printf("%-34s %12.0f %12.1f %14.1f graph; greedy ids as the default dispatch's: %zu of %zu\n",
+                  name.c_str(), r.tok_s, r.step_us, r.gpu_us, same, plain ? plain->ids.size() : size_t{0});
+      std::printf("{\"bench\":\"cuda_model_decode_dispatch\",\"dispatch\":\"%s\",\"batch\":%d,\"tok_s\":%.0f,"
+                  "\"step_us\":%.1f,\"gpu_us\":%.1f}\n",
+                  label.c_str(), batch, r.tok_s, r.step_us, r.gpu_us);
+    }
   }
   for (const auto& [n, ms] : prefills) {
     const std::string name = "prefill " + std::to_string(n) + " tokens (1 sequence)";

@@ -67,7 +67,12 @@ std::string cuda_backend::describe() const {
                 static_cast<double>(free_b) / (1 << 30), static_cast<double>(total_b) / (1 << 30),
                 opt_.q8_activations ? "q8" : "f32",
                 opt_.batch_invariant ? "batch-invariant (GEMV and prefill attention for every row; dense GQA ops only)"
-                                     : "f16 tensor-core GEMM for prefill",
+                : opt_.mma_max_rows > gemv_q8_preferred_max_tokens && opt_.q8_activations
+                    ? ("int8 tensor-core linears for " + std::to_string(gemv_q8_preferred_max_tokens + 1) + "-" +
+                       std::to_string(std::min(opt_.mma_max_rows, gemv_q8_mma_max_tokens)) +
+                       " rows, f16 tensor-core GEMM above")
+                          .c_str()
+                    : "f16 tensor-core GEMM for prefill",
                 opt_.graphs ? "on" : "off");
   return line;
 }

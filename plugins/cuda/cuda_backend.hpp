@@ -3,9 +3,10 @@
 //
 // Activations are f32 in device memory and the KV pool is f32. Linears read the GGML
 // blocks directly when a step has at most 32 token rows (decode: activations quantized to
-// 8 bits as backend.cpu's default linear does, dp4a dots, each weight block read once for
-// all rows; or, up to 8 rows, f32 dots, which match backend.cpu's `linear: float` up to
-// summation order) and run an f16 tensor-core GEMM
+// 8 bits as backend.cpu's default linear does, each weight block read once for all rows:
+// dp4a dots up to 4 rows, int8 tensor-core mma from 5 to mma_max_rows; or, up to 8 rows,
+// f32 dots, which match backend.cpu's `linear: float` up to summation order) and run an
+// f16 tensor-core GEMM
 // (cuBLAS, fp32 accumulation, weights dequantized to f16 once at load) for larger steps
 // (prefill). Grouped linears (q/k/v, gate/up) are one matrix and one launch; decode
 // attention rotates q/k, writes the KV pool and merges its splits in one launch; the
@@ -53,6 +54,10 @@ struct cuda_options {
   // makes speculative decoding exactly plain decoding on the GPU; slower for long prompts
   // and long contexts. Dense GQA models only (MoE, MLA and EXL3 are refused at load).
   bool batch_invariant = false;
+  // Linears of more rows than the q8 GEMV is preferred for (4) and at most this many run on
+  // the int8 tensor-core kernel (gemv_q8_mma: the GEMV's arithmetic, 8 rows for about the
+  // price of 1) instead of the f16 GEMM; 0 = never. Not in batch_invariant mode.
+  int64_t mma_max_rows = 32;
 };
 
 class cuda_backend final : public backend {
@@ -150,6 +155,7 @@ class cuda_backend final : public backend {
   // (q8: gemv_q8_preferred_max_tokens, measured; f32: gemv_max_tokens).
   int64_t gemv_limit(const dev_matrix& m) const;
   int64_t gemv_preferred(const dev_matrix& m) const;
+  bool uses_mma(const dev_matrix& m, int64_t n) const;  // n rows of m go to gemv_q8_mma
   void gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y, bool accumulate);
   // y (+)= x W^T for a backend.cuda weight: GEMV up to gemv_preferred rows, f16 GEMM above
   // (GEMV launches of up to gemv_limit rows where there is no f16 copy).

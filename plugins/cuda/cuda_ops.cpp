@@ -102,6 +102,11 @@ int64_t cuda_backend::gemv_preferred(const dev_matrix& m) const {
   return opt_.q8_activations && gemv_q8_supported(m) ? gemv_q8_preferred_max_tokens : gemv_max_tokens;
 }
 
+bool cuda_backend::uses_mma(const dev_matrix& m, int64_t n) const {
+  return opt_.q8_activations && !opt_.batch_invariant && gemv_q8_supported(m) && n > gemv_preferred(m) &&
+         n <= std::min(opt_.mma_max_rows, gemv_q8_mma_max_tokens);
+}
+
 void cuda_backend::gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y, bool accumulate) {
   const bool q8 = opt_.q8_activations && gemv_q8_supported(m);
   const int64_t limit = gemv_limit(m);
@@ -169,8 +174,16 @@ void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) 
 void cuda_backend::dense_linear(const cuda_linear& lw, const float* xp, int64_t n, float* yp, bool accumulate) {
   const dev_matrix& m = lw.matrix();
   // Up to 4 rows on the q8 GEMV (8 on the f32 one) the GEMV reading the blocks is faster;
-  // more rows take the f16 GEMM over the dequantized copy (kernels.hpp says where the q8
-  // crossover was measured). Without the copy, GEMV launches of up to gemv_limit rows.
+  // from there to mma_max_rows the int8 tensor-core kernel (same arithmetic, the rows'
+  // products one mma per weight block), more rows the f16 GEMM over the dequantized copy
+  // (kernels.hpp says where the crossovers were measured). Without the copy, GEMV
+  // launches of up to gemv_limit rows.
+  if (uses_mma(m, n)) {
+    void* ws = grow(q8_, std::max<size_t>(gemv_q8_scratch_bytes(n, m.in), 16), "linear");
+    gemv_q8_mma(m, xp, n, accumulate, yp, ws, stream_);
+    check_launch("linear (mma)");
+    return;
+  }
   if (n <= gemv_preferred(m) || lw.f16() == nullptr) {
     if (n <= gemv_limit(m)) {
       gemv_rows(m, xp, n, yp, accumulate);  // one launch, segment-major output for groups

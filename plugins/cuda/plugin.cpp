@@ -29,6 +29,11 @@ const config_key keys[] = {
      "every token's logits independent of the step's shape (batch size, verify rows, prompt chunking): "
      "linears always on the GEMV, attention always on the prefill kernel; makes speculative decoding "
      "token-identical to plain decoding, at a cost for long prompts and contexts; dense GQA models only"},
+    {"mma_max_rows", config_type::integer, "32",
+     "steps of 5 to this many token rows run their Q4_1/Q8_0 linears on the int8 tensor-core kernel (the q8 "
+     "GEMV's arithmetic, one mma per weight block for 8 rows) instead of the f16 GEMM; 0 = never; at most 64; "
+     "not used with batch_invariant",
+     0, 64},
 };
 
 // The module carries machine code for sm_90a (H100/H200) and sm_121a (GB10) only.
@@ -55,6 +60,7 @@ plugin_object* create(const plugin_context& ctx) {
     if (ctx.cfg->has("gemm")) opt.gemm = ctx.cfg->get_bool("gemm");
     if (ctx.cfg->has("q8_activations")) opt.q8_activations = ctx.cfg->get_bool("q8_activations");
     if (ctx.cfg->has("batch_invariant")) opt.batch_invariant = ctx.cfg->get_bool("batch_invariant");
+    if (ctx.cfg->has("mma_max_rows")) opt.mma_max_rows = ctx.cfg->get_int("mma_max_rows");
   }
   auto* be = new cuda_backend(opt);
   if (ctx.log != nullptr) ctx.log->info(be->describe());

@@ -24,6 +24,7 @@
 // `gpu()` runs the f32 GEMV (q8_activations off) so the fp32 tolerances apply; `gpu_q8()`
 // is the default configuration.
 #include <cstdio>
+#include <cstring>
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -223,13 +224,97 @@ BOOST_AUTO_TEST_CASE(gemv_q8_stagings_agree) {
   BOOST_CHECK_THROW(run(1, cuda::q8_staging::automatic, norm), std::invalid_argument);  // prologue, not stageable
 }
 
+BOOST_AUTO_TEST_CASE(gemv_q8_mma_matches_q8_mirror_and_is_row_invariant) {
+  // The int8 tensor-core kernel at 1..64 rows: within 1e-5 of backend.cpu's q8 mirror (the
+  // integer block dots are exact; only the float sums' order differs), every row bit-identical
+  // (memcmp) to the same row run alone (a row's block order depends on the matrix only),
+  // accumulate = y0 + the product as add() rounds it, and a grouped matrix's output
+  // segment-major. Shapes: the default model's (q/k/v group, down), a row count that is no
+  // multiple of 16, the tall LM-head shape, a wide in.
+  cuda::cuda_backend& be = gpu_q8();
+  struct shape { dtype t; std::vector<int64_t> outs; int64_t in; };
+  const std::vector<shape> shapes = {{dtype::q4_1, {576, 192, 192}, 576},
+                                     {dtype::q4_1, {576}, 1536},
+                                     {dtype::q8_0, {1001}, 1536},
+                                     {dtype::q8_0, {16411}, 576},
+                                     {dtype::q4_1, {40}, 8192}};
+  for (const shape& sh : shapes) {
+    std::vector<test::test_weight> ws;
+    for (int64_t o : sh.outs) ws.push_back(test::random_weight(rng(), sh.t, o, sh.in));
+    std::vector<const tensor_info*> infos;
+    for (const auto& w : ws) infos.push_back(&w.info);
+    auto lw = infos.size() == 1 ? be.load_linear(*infos[0]) : be.load_linear_group(infos);
+    const cuda::dev_matrix& m = dynamic_cast<const cuda::cuda_linear&>(*lw).matrix();
+    const int64_t out = m.out, in = sh.in;
+    for (int64_t n : {1, 2, 5, 8, 9, 16, 17, 31, 32, 33, 48, 64}) {
+      auto x = test::random_floats(rng(), n * in, 3.0f);
+      for (int j = 0; j < 32; ++j) x[(n - 1) * in + j] = 0.0f;  // an all-zero block: d = 0
+      dvec<float> dx(be, x), dy(be, n * out);
+      dvec<float> scratch(be, static_cast<int64_t>(cuda::gemv_q8_scratch_bytes(n, in) / 4 + 1));
+      dy.poison();
+      cuda::gemv_q8_mma(m, static_cast<const float*>(dx.buf->data()), n, false, static_cast<float*>(dy.buf->data()),
+                        scratch.buf->data(), be.stream());
+      BOOST_REQUIRE(cudaGetLastError() == cudaSuccess);
+      const std::vector<float> got = dy.host();
+      std::ostringstream what;
+      what << "mma " << name(sh.t) << " [" << out << " x " << in << "] parts " << sh.outs.size() << " n=" << n;
+      std::vector<float> ref;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const auto part = q8_linear_ref(sh.t, ws[i].info.data, sh.outs[i], in, x, n);
+        ref.insert(ref.end(), part.begin(), part.end());
+      }
+      const double e = test::rel_err(got, ref);
+      BOOST_TEST(e < 1e-5, what.str() << ": vs q8 mirror rel err " << e);
+      // Each row alone (segment-major: part i's row t sits at n * seg[i] + t * rows_i).
+      int differ = 0;
+      for (int64_t t = 0; t < n; t += (n > 16 ? 7 : 1)) {
+        dvec<float> x1(be, std::vector<float>(x.begin() + t * in, x.begin() + (t + 1) * in)), y1(be, out);
+        y1.poison();
+        cuda::gemv_q8_mma(m, static_cast<const float*>(x1.buf->data()), 1, false, static_cast<float*>(y1.buf->data()),
+                          scratch.buf->data(), be.stream());
+        const std::vector<float> alone = y1.host();
+        for (int i = 0; i < m.n_segs; ++i) {
+          const int64_t start = m.seg[i], rows = m.seg[i + 1] - start;
+          if (std::memcmp(got.data() + n * start + t * rows, alone.data() + start, rows * sizeof(float)) != 0) ++differ;
+        }
+      }
+      BOOST_TEST(differ == 0, what.str() << ": " << differ << " (row, part) pairs differ from the row run alone");
+      // accumulate: y0 + product, as add() rounds it.
+      const auto y0 = test::random_floats(rng(), n * out, 10.0f);
+      dvec<float> acc(be, y0);
+      cuda::gemv_q8_mma(m, static_cast<const float*>(dx.buf->data()), n, true, static_cast<float*>(acc.buf->data()),
+                        scratch.buf->data(), be.stream());
+      const std::vector<float> summed = acc.host();
+      double worst = 0.0;
+      for (size_t i = 0; i < summed.size(); ++i) worst = std::max(worst, std::fabs(double(summed[i]) - double(y0[i] + got[i])));
+      BOOST_TEST(worst == 0.0, what.str() << ": accumulate vs y0 + product max |diff| " << worst);
+    }
+  }
+  // What cannot run is refused, not run wrong.
+  auto w = be.load_linear(test::random_weight(rng(), dtype::q4_1, 64, 576).info);
+  const cuda::dev_matrix& m = dynamic_cast<const cuda::cuda_linear&>(*w).matrix();
+  dvec<float> bx(be, 65 * 576), by(be, 65 * 64), scratch(be, static_cast<int64_t>(cuda::gemv_q8_scratch_bytes(65, 576) / 4 + 1));
+  auto run = [&](int64_t n, void* ws) {
+    cuda::gemv_q8_mma(m, static_cast<const float*>(bx.buf->data()), n, false, static_cast<float*>(by.buf->data()), ws,
+                      be.stream());
+  };
+  BOOST_CHECK_THROW(run(65, scratch.buf->data()), std::invalid_argument);
+  BOOST_CHECK_THROW(run(8, nullptr), std::invalid_argument);
+  auto wf = gpu().load_linear(test::random_weight(rng(), dtype::f32, 64, 576).info);
+  BOOST_CHECK_THROW(cuda::gemv_q8_mma(dynamic_cast<const cuda::cuda_linear&>(*wf).matrix(),
+                                      static_cast<const float*>(bx.buf->data()), 8, false,
+                                      static_cast<float*>(by.buf->data()), scratch.buf->data(), be.stream()),
+                    std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(grouped_linear_is_segment_major) {
-  // q/k/v-shaped parts; up to the GEMV's rows (8 for f32, 4 for q8) one fused GEMV, more
-  // rows one GEMM per segment.
+  // q/k/v-shaped parts; up to the GEMV's rows (8 for f32, 4 for q8) one fused GEMV, on q8
+  // up to mma_max_rows the int8 tensor-core kernel (q8 arithmetic), more rows one GEMM per
+  // segment.
   const int64_t in = 576, outs[3] = {576, 192, 192};
   for (cuda::cuda_backend* be : {&gpu(), &gpu_q8()}) {
-    const int64_t limit = be == &gpu() ? cuda::gemv_max_tokens : cuda::gemv_q8_preferred_max_tokens;
-    for (int64_t n : {1, 4, 5, 8, 20, 33}) {
+    const int64_t limit = be == &gpu() ? cuda::gemv_max_tokens : cuda::cuda_options{}.mma_max_rows;
+    for (int64_t n : {1, 4, 5, 8, 20, 32, 33}) {
       std::vector<test::test_weight> ws;
       for (int64_t o : outs) ws.push_back(test::random_weight(rng(), dtype::q4_1, o, in));
       const tensor_info* parts[3] = {&ws[0].info, &ws[1].info, &ws[2].info};
@@ -277,7 +362,8 @@ std::vector<test::test_weight> weights(std::initializer_list<std::pair<dtype, st
 //    computed (the integers are the same: < 1e-5), and against the mirror on kernels/ref's
 //    prologue values, which differ in the last bit and may round a few activations to the
 //    next integer: < 3e-3 (1-ulp perturbations of x moved an in = 1536 q8 product by at
-//    most 4.3e-4 in a simulation); GEMM (n > 8 on f32, > 4 on q8): 2e-3 as
+//    most 4.3e-4 in a simulation); GEMM (n > 8 on f32, > mma_max_rows on q8, whose rows
+//    5..mma_max_rows take the int8 tensor-core kernel, q8 arithmetic): 2e-3 as
 //    linear_gemv_and_gemm.
 void check_fused(cuda::cuda_backend& be, const std::vector<test::test_weight>& parts, int64_t n, kind k, bool acc) {
   const int64_t in = parts[0].info.shape[1];
@@ -320,7 +406,7 @@ void check_fused(cuda::cuda_backend& be, const std::vector<test::test_weight>& p
   std::ostringstream what;
   what << (q8 ? "q8 " : "f32 ") << name(type) << " [" << out << " x " << in << "] parts " << parts.size() << " n=" << n
        << " prologue " << static_cast<int>(k) << " accumulate " << acc;
-  const bool gemm = n > (q8 ? cuda::gemv_q8_preferred_max_tokens : cuda::gemv_max_tokens);
+  const bool gemm = n > (q8 ? cuda::cuda_options{}.mma_max_rows : cuda::gemv_max_tokens);
   if (gemm) {
     const double e = test::rel_err(got, want);
     BOOST_TEST(e < 1e-5, what.str() << ": fused vs separate ops rel err " << e);

@@ -412,6 +412,13 @@ size_t gemv_q8_scratch_bytes(int64_t n, int64_t in) {
   return static_cast<size_t>(n * in) + static_cast<size_t>(n * (in / 32)) * sizeof(float2);
 }
 
+void quantize_q8_rows(const float* x, int64_t n, int64_t in, int8_t* xq, float2* ds, cudaStream_t stream) {
+  const int64_t blocks = n * (in / 32);
+  if (blocks == 0) return;
+  detail::launch_pdl(quantize_kernel, dim3(static_cast<unsigned>(std::min<int64_t>(blocks_for(blocks, 8), 1024))),
+                     dim3(256), 0, stream, x, n, in, xq, ds);
+}
+
 void gemv_q8_fused(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, bool accumulate, float* y,
                    void* scratch, cudaStream_t stream, q8_staging staging) {
   if (n == 0 || w.out == 0) return;
@@ -436,9 +443,7 @@ void gemv_q8_fused(const dev_matrix& w, const float* x, int64_t n, const dev_pro
     xq = static_cast<int8_t*>(scratch);
     // The block scales follow the quants, 8-byte aligned (n * in is a multiple of 32).
     ds = reinterpret_cast<float2*>(xq + n * w.in);
-    const int64_t blocks = n * (w.in / 32);
-    detail::launch_pdl(quantize_kernel, dim3(static_cast<unsigned>(std::min<int64_t>(blocks_for(blocks, 8), 1024))),
-                       dim3(256), 0, stream, x, n, w.in, xq, ds);
+    quantize_q8_rows(x, n, w.in, xq, ds, stream);
   }
   if (w.format == wformat::q4_1) launch<wformat::q4_1>(w, x, n, pro, y, accumulate, xq, ds, staged, stream);
   else launch<wformat::q8_0>(w, x, n, pro, y, accumulate, xq, ds, staged, stream);
