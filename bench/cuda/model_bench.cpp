@@ -7,8 +7,8 @@
 // fused (TANDEM_LLAMA_FUSED_LINEARS=1; TANDEM_BENCH_SKIP_FUSED=1 leaves it out). Then the
 // decode curve at 2-64 sequences under two other linear dispatches (TANDEM_BENCH_SKIP_MMA_AB=1
 // leaves them out): backend.cuda's mma_max_rows = 0 (the q8 GEMV up to 4 rows, the f16
-// GEMM above: the dispatch before the int8 tensor-core kernel) and = 64 (that kernel up to
-// 64 rows); the default is 32. Ceiling of decode: weight bytes per step over copy bandwidth.
+// GEMM above: the dispatch before the int8 tensor-core kernel), = 32 and = 64 (that kernel
+// up to 32 / 64 rows); the default is 16. Ceiling of decode: weight bytes per step over copy bandwidth.
 //
 //   build/bench/cuda/bench_cuda_model
 #include <algorithm>
@@ -208,7 +208,7 @@ int main() {
   // The same model under other linear dispatches (see the header).
   std::vector<std::pair<std::string, std::vector<std::pair<int, decode_result>>>> dispatch_curves;
   if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_MMA_AB"); skip == nullptr || std::string(skip) != "1") {
-    for (int64_t rows : {int64_t{0}, int64_t{64}}) {
+    for (int64_t rows : {int64_t{0}, int64_t{32}, int64_t{64}}) {
       cuda::cuda_options o;
       o.mma_max_rows = rows;
       cuda::cuda_backend be2(o);

@@ -57,7 +57,7 @@ struct cuda_options {
   // Linears of more rows than the q8 GEMV is preferred for (4) and at most this many run on
   // the int8 tensor-core kernel (gemv_q8_mma: the GEMV's arithmetic, 8 rows for about the
   // price of 1) instead of the f16 GEMM; 0 = never. Not in batch_invariant mode.
-  int64_t mma_max_rows = 32;
+  int64_t mma_max_rows = 16;
 };
 
 class cuda_backend final : public backend {

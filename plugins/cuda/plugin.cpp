@@ -29,7 +29,7 @@ const config_key keys[] = {
      "every token's logits independent of the step's shape (batch size, verify rows, prompt chunking): "
      "linears always on the GEMV, attention always on the prefill kernel; makes speculative decoding "
      "token-identical to plain decoding, at a cost for long prompts and contexts; dense GQA models only"},
-    {"mma_max_rows", config_type::integer, "32",
+    {"mma_max_rows", config_type::integer, "16",
      "steps of 5 to this many token rows run their Q4_1/Q8_0 linears on the int8 tensor-core kernel (the q8 "
      "GEMV's arithmetic, one mma per weight block for 8 rows) instead of the f16 GEMM; 0 = never; at most 64; "
      "not used with batch_invariant",
