@@ -4,9 +4,13 @@
 # benches; runs the linear curve (bench_cuda_kernels, linears only), the random-weight
 # model's decode curve under four dispatches (bench_cuda_model), then gpu_ops' linear cases
 # (MMA_ALL=1: the whole of gpu_ops and gpu_batch_invariant too). Logs in $OUT.
-#   bash scripts/gpu-mma.sh      # carry .gpu-deps on a fresh machine
+#   bash scripts/gpu-mma.sh      # carry .gpu-deps on a fresh machine (ARCH90_ONLY=1: sm_90a only)
 set -uo pipefail
 source "$(dirname "$0")/gpu-env.sh"
+if [ -n "${ARCH90_ONLY:-}" ]; then  # sm_90a machine code only: halves the CUDA compile (this copy only)
+  sed -i '/compute_121a/d' kernels/exl3/cuda/meson.build
+  sed -i "/compute_121a/d; s/code=sm_90a',\$/code=sm_90a']/" kernels/cuda/meson.build
+fi
 step "configure and build"
 gpu_configure
 gpu_build plugins/cuda/backend.cuda.so tests/gpu/test_gpu_ops tests/gpu/test_gpu_batch_invariant \
