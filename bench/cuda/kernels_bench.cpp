@@ -10,7 +10,7 @@
 //    scalar one, in TFLOP/s of the causal FLOPs 4 n^2 HD heads / 2 (the H200 does ~790
 //    dense bf16 with wgmma, ~400 usable with mma.sync);
 //  - the decode step's linears alone (SmolLM2-135M shapes) at 1 to 128 token rows: the
-//    dispatched path (q8 GEMV up to 4 rows, int8 tensor-core kernel to 32, f16 GEMM above),
+//    dispatched path (q8 GEMV up to 4 rows, int8 tensor-core kernel to 16, f16 GEMM above),
 //    up to 32 rows the GEMV with x staged in every block and with x quantized once into
 //    global scratch, and up to 64 rows the int8 tensor-core kernel (gemv_q8_mma); enough
 //    copies of each matrix that the weights come from DRAM, the calls back to back in one
@@ -196,7 +196,7 @@ prefill_result bench_prefill(cuda::cuda_backend& be, dtype type, std::mt19937& r
 
 // The linear curve (see the header): one line per (matrix, rows, path).
 void linear_curve(double copy, std::mt19937& rng) {
-  cuda::cuda_backend be;  // default options: f16 copies for the GEMM above mma_max_rows (32)
+  cuda::cuda_backend be;  // default options: f16 copies for the GEMM above mma_max_rows (16)
   struct shape { const char* name; dtype t; int64_t out, in; };
   const shape shapes[] = {{"q/k/v 960x576 q4_1", dtype::q4_1, 960, 576},
                           {"o 576x576 q4_1", dtype::q4_1, 576, 576},
@@ -224,27 +224,22 @@ void linear_curve(double copy, std::mt19937& rng) {
     for (int64_t n : rows_list) {
       auto xv = tensor_view::contiguous(x->data(), dtype::f32, {n, sh.in}, be.dev());
       auto yv = tensor_view::contiguous(y->data(), dtype::f32, {n, sh.out}, be.dev());
-      struct path { const char* name; int staging; };  // -1: linear(); -2 / -3: gemv_q8_mma automatic / global
+      struct path { const char* name; int staging; };  // -1: be.linear's dispatch; -2: gemv_q8_mma
       std::vector<path> paths = {{"dispatch", -1}};
       if (n <= cuda::gemv_q8_max_tokens) {
         const cuda::dev_matrix& m0 = dynamic_cast<const cuda::cuda_linear&>(*ws[0]).matrix();
         if (cuda::gemv_q8_stageable(m0, n)) paths.push_back({"in-block", static_cast<int>(cuda::q8_staging::in_block)});
         paths.push_back({"global", static_cast<int>(cuda::q8_staging::global)});
       }
-      if (n <= cuda::gemv_q8_mma_max_tokens) {
-        const cuda::dev_matrix& m0 = dynamic_cast<const cuda::cuda_linear&>(*ws[0]).matrix();
-        paths.push_back({cuda::gemv_q8_mma_stageable(m0, n) ? "mma-blk" : "mma-glb", -2});
-        if (cuda::gemv_q8_mma_stageable(m0, n)) paths.push_back({"mma-glb", -3});
-      }
+      if (n <= cuda::gemv_q8_mma_max_tokens) paths.push_back({"mma", -2});
       for (const path& p : paths) {
         auto call = [&](int i) {
           const linear_weight& w = *ws[static_cast<size_t>(i) % ws.size()];
           if (p.staging == -1) {
             be.linear(w, xv, yv);
-          } else if (p.staging <= -2) {
+          } else if (p.staging == -2) {
             cuda::gemv_q8_mma(dynamic_cast<const cuda::cuda_linear&>(w).matrix(), static_cast<const float*>(x->data()),
-                              n, {}, false, static_cast<float*>(y->data()), scratch->data(), be.stream(),
-                              p.staging == -2 ? cuda::q8_staging::automatic : cuda::q8_staging::global);
+                              n, false, static_cast<float*>(y->data()), scratch->data(), be.stream());
           } else {
             const cuda::dev_matrix& m = dynamic_cast<const cuda::cuda_linear&>(w).matrix();
             cuda::gemv_q8_fused(m, static_cast<const float*>(x->data()), n, {}, false, static_cast<float*>(y->data()),

@@ -8,7 +8,7 @@
 // decode curve at 2-64 sequences under two other linear dispatches (TANDEM_BENCH_SKIP_MMA_AB=1
 // leaves them out): backend.cuda's mma_max_rows = 0 (the q8 GEMV up to 4 rows, the f16
 // GEMM above: the dispatch before the int8 tensor-core kernel), = 32 and = 64 (that kernel
-// up to 32 / 64 rows); the default is 16. Ceiling of decode: weight bytes per step over copy bandwidth.
+// up to 32 / 64 rows); the default is 16 (32 lost to the GEMM on the H200, bench/RESULTS.md). Ceiling of decode: weight bytes per step over copy bandwidth.
 //
 //   build/bench/cuda/bench_cuda_model
 #include <algorithm>
