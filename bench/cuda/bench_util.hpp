@@ -5,15 +5,27 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <sstream>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace tandem::bench {
 
 inline void ck(cudaError_t e) {
   if (e != cudaSuccess) throw std::runtime_error(cudaGetErrorString(e));
+}
+
+// "1,8,64" -> {1, 8, 64}: the benches' list arguments.
+inline std::vector<int64_t> parse_list(const char* s) {
+  std::vector<int64_t> v;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) v.push_back(std::stoll(item));
+  return v;
 }
 
 // Median milliseconds of `reps` runs of f on `s`, after `warm` untimed runs.

@@ -30,24 +30,12 @@
 
 using namespace tandem;
 
-namespace {
-
-std::vector<int64_t> parse_list(const char* s) {
-  std::vector<int64_t> v;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) v.push_back(std::stoll(item));
-  return v;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) try {
   std::vector<int64_t> seqs{1, 8, 32}, contexts{8192, 32768};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--seqs" && i + 1 < argc) seqs = parse_list(argv[++i]);
-    else if (a == "--contexts" && i + 1 < argc) contexts = parse_list(argv[++i]);
+    if (a == "--seqs" && i + 1 < argc) seqs = bench::parse_list(argv[++i]);
+    else if (a == "--contexts" && i + 1 < argc) contexts = bench::parse_list(argv[++i]);
     else {
       std::fprintf(stderr, "usage: bench_cuda_mla [--seqs a,b] [--contexts a,b]\n");
       return 2;

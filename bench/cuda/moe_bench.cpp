@@ -61,13 +61,6 @@ routing uniform_routing(int64_t T, int k, int E, uint64_t seed) {
   return out;
 }
 
-std::vector<int64_t> parse_list(const char* s) {
-  std::vector<int64_t> v;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) v.push_back(std::stoll(item));
-  return v;
-}
 
 }  // namespace
 
@@ -79,7 +72,7 @@ int main(int argc, char** argv) try {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--experts" && i + 1 < argc) E = std::atoi(argv[++i]);
-    else if (a == "--tokens" && i + 1 < argc) counts = parse_list(argv[++i]);
+    else if (a == "--tokens" && i + 1 < argc) counts = bench::parse_list(argv[++i]);
     else {
       std::fprintf(stderr, "usage: bench_cuda_moe [--experts N] [--tokens a,b,c]\n");
       return 2;

@@ -104,6 +104,23 @@ std::mt19937& rng() {
   return r;
 }
 
+// Random weights of a linear's parts (one part: a plain linear; more: a linear_group with
+// its segment-major output), loaded on `be`. The host bytes stay for the references.
+struct shape { dtype t; std::vector<int64_t> outs; int64_t in; };
+struct loaded_shape {
+  std::vector<test::test_weight> ws;
+  std::unique_ptr<linear_weight> lw;
+  const cuda::dev_matrix& matrix() const { return dynamic_cast<const cuda::cuda_linear&>(*lw).matrix(); }
+};
+loaded_shape load_shape(cuda::cuda_backend& be, const shape& sh) {
+  loaded_shape r;
+  for (int64_t o : sh.outs) r.ws.push_back(test::random_weight(rng(), sh.t, o, sh.in));
+  std::vector<const tensor_info*> infos;
+  for (const auto& w : r.ws) infos.push_back(&w.info);
+  r.lw = infos.size() == 1 ? be.load_linear(*infos[0]) : be.load_linear_group(infos);
+  return r;
+}
+
 void check_linear(dtype type, int64_t out, int64_t in, int64_t n) {
   auto w = test::random_weight(rng(), type, out, in);
   auto x = test::random_floats(rng(), n * in);
@@ -162,18 +179,14 @@ BOOST_AUTO_TEST_CASE(gemv_q8_stagings_agree) {
   // Also a grouped matrix (segment-major output at a run-time row count) and the tall
   // LM-head shape; in = 1536 at 32 rows needs the shared-memory opt-in (65 KB).
   cuda::cuda_backend& be = gpu_q8();
-  struct shape { dtype t; std::vector<int64_t> outs; int64_t in; };
   const std::vector<shape> shapes = {{dtype::q4_1, {576}, 576},
                                      {dtype::q8_0, {1000}, 1536},
                                      {dtype::q4_1, {576, 192, 192}, 576},
                                      {dtype::q8_0, {16411}, 576}};
   for (const shape& sh : shapes) {
-    std::vector<test::test_weight> ws;
-    for (int64_t o : sh.outs) ws.push_back(test::random_weight(rng(), sh.t, o, sh.in));
-    std::vector<const tensor_info*> infos;
-    for (const auto& w : ws) infos.push_back(&w.info);
-    auto lw = infos.size() == 1 ? be.load_linear(*infos[0]) : be.load_linear_group(infos);
-    const cuda::dev_matrix& m = dynamic_cast<const cuda::cuda_linear&>(*lw).matrix();
+    const loaded_shape ls = load_shape(be, sh);
+    const std::vector<test::test_weight>& ws = ls.ws;
+    const cuda::dev_matrix& m = ls.matrix();
     const int64_t out = m.out, in = sh.in;
     for (int64_t n : {1, 2, 5, 8, 9, 13, 16, 17, 31, 32}) {
       auto x = test::random_floats(rng(), n * in, 3.0f);
@@ -232,19 +245,15 @@ BOOST_AUTO_TEST_CASE(gemv_q8_mma_matches_q8_mirror_and_is_row_invariant) {
   // segment-major. Shapes: the default model's (q/k/v group, down), a row count that is no
   // multiple of 16, the tall LM-head shape, a wide in.
   cuda::cuda_backend& be = gpu_q8();
-  struct shape { dtype t; std::vector<int64_t> outs; int64_t in; };
   const std::vector<shape> shapes = {{dtype::q4_1, {576, 192, 192}, 576},
                                      {dtype::q4_1, {576}, 1536},
                                      {dtype::q8_0, {1001}, 1536},
                                      {dtype::q8_0, {16411}, 576},
                                      {dtype::q4_1, {40}, 8192}};
   for (const shape& sh : shapes) {
-    std::vector<test::test_weight> ws;
-    for (int64_t o : sh.outs) ws.push_back(test::random_weight(rng(), sh.t, o, sh.in));
-    std::vector<const tensor_info*> infos;
-    for (const auto& w : ws) infos.push_back(&w.info);
-    auto lw = infos.size() == 1 ? be.load_linear(*infos[0]) : be.load_linear_group(infos);
-    const cuda::dev_matrix& m = dynamic_cast<const cuda::cuda_linear&>(*lw).matrix();
+    const loaded_shape ls = load_shape(be, sh);
+    const std::vector<test::test_weight>& ws = ls.ws;
+    const cuda::dev_matrix& m = ls.matrix();
     const int64_t out = m.out, in = sh.in;
     for (int64_t n : {1, 2, 5, 8, 9, 16, 17, 31, 32, 33, 48, 64}) {
       auto x = test::random_floats(rng(), n * in, 3.0f);
