@@ -8,10 +8,30 @@ repository's markdown files (README.md, docs under plugins/ and bench/). The fou
 prompts (BENCH) are never in the training set; `--bench` answers only them, for eval.
 
 Token ids: prompt ids come from the server's /tokenize on the same messages (its chat
-template, system prompt included); response ids from the chat completion's logprobs, whose
-per-token bytes map one-to-one onto the GGUF vocabulary (checked at start), so they are the
-exact ids tandem produced. A response stopped by end-of-turn gets the end-of-turn id appended
-(the API does not list it as a logprob entry).
+template, system prompt included). Response ids come from the streamed chat completion: with no
+stop strings and no tools, tandem sends one SSE chunk per token whose text is complete UTF-8,
+and each token's bytes are unique in the GGUF vocabulary (checked at start), so a chunk's bytes
+are its token's id. A token that ends inside a UTF-8 character sends no chunk (its bytes come
+with the next one), so the ids are accepted only when their count matches the stream's usage
+(completion_tokens, the end-of-turn token included); otherwise, or when a chunk is no single
+token, the prompt is asked again without streaming and with logprobs, whose per-token bytes
+give the ids (the old path; `fallback` in the summary counts them). A response stopped by
+end-of-turn gets the end-of-turn id appended (the API sends no text for it).
+
+Why not logprobs for every request (what this script did until it first ran on the H200,
+where 64 requests in flight got ~1,500 response tokens/s from a server that streams ~24,000
+tokens/s to 64 SSE clients): a request with logprobs makes the engine copy every row's logits
+to the host (49152 floats a row) and compute a full-vocabulary log-softmax for each token on
+its one engine thread (core/src/engine/logit_processing.cpp; about 0.35 ms a row on these
+cores), so a 64-row decode step that takes 2.2 ms on the GPU takes some 25-40 ms. The client
+kept its requests in flight all along (tandem's /metrics shows it on the CPU). Without
+logprobs the greedy tokens are picked on the device and nothing of the logits leaves it.
+
+The client: streaming costs 0.1-0.15 ms of Python per token (httpx reads each SSE chunk as it
+comes), so one process tops out near 7,000-10,000 tokens/s; `--procs` processes (default: one per 8
+requests in flight, at most half the cores) each run an asyncio loop with `--concurrency /
+procs` requests and their own connection pool, sized to them; records come back to the parent,
+which writes them.
 
     tandem serve --pipeline pipelines/default.yaml --port 18431 --max-num-seqs 32 &
     python gen_data.py --port 18431 --out data/train.jsonl --minutes 11
@@ -23,8 +43,10 @@ import argparse
 import asyncio
 import collections
 import json
+import multiprocessing as mp
 import os
 import random
+import queue as queue_mod
 import re
 import time
 
@@ -101,10 +123,12 @@ STOP = set("about above after again against because before being below between t
 def repo_words(n=300):
     """Frequent plain words of the repository's markdown: story / prose subjects."""
     cnt = collections.Counter()
-    for dirpath, _, files in os.walk(ROOT):
+    for dirpath, dirs, files in os.walk(ROOT):
         if any(p in dirpath for p in ("/.git", "/subprojects", "/build", "/.venv", "/tests/")):
+            dirs[:] = []  # nothing below it either
             continue
-        for f in files:
+        dirs.sort()  # the same words (most_common's ties) whatever the file system's order
+        for f in sorted(files):
             if f.endswith(".md"):
                 with open(os.path.join(dirpath, f), errors="ignore") as fh:
                     cnt.update(w for w in re.findall(r"\b[a-z]{5,11}\b", fh.read()) if w not in STOP)
@@ -205,54 +229,184 @@ def vocab_bytes(gguf):
     return ids, eot
 
 
-async def one(client, url, task, prompt, ids, eot, max_tokens):
-    msgs = [{"role": "user", "content": prompt}]
+async def tokenize(client, url, msgs):
     t = await client.post(f"{url}/tokenize", json={"messages": msgs})
     t.raise_for_status()
-    tk = t.json()["tokens"]
+    return t.json()["tokens"]
+
+
+async def stream_ids(client, url, msgs, ids, max_tokens):
+    """The streamed greedy answer as (response ids, finish_reason, text), or None when the
+    chunks do not give the ids exactly (see the module's docstring)."""
+    body = {"messages": msgs, "temperature": 0, "max_tokens": max_tokens, "stream": True,
+            "stream_options": {"include_usage": True}}
+    resp, parts, finish, usage, exact = [], [], None, None, True
+    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
+        if r.status_code != 200:
+            await r.aread()
+            r.raise_for_status()
+        buf = b""
+        async for data in r.aiter_bytes():
+            buf += data
+            *events, buf = buf.split(b"\n\n")
+            for ev in events:
+                if not ev.startswith(b"data: "):
+                    continue
+                payload = ev[6:]
+                if payload == b"[DONE]":
+                    break
+                c = json.loads(payload)
+                if c.get("usage"):
+                    usage = c["usage"]
+                for ch in c["choices"]:
+                    d = ch.get("delta") or {}
+                    text = d.get("content")
+                    if text and "role" not in d:
+                        parts.append(text)
+                        i = ids.get(text.encode())
+                        if i is None:
+                            exact = False  # a chunk of several tokens (a character split over them)
+                        else:
+                            resp.append(i)
+                    if ch.get("finish_reason"):
+                        finish = ch["finish_reason"]
+    if finish is None or usage is None:
+        raise ValueError(f"stream ended without {'finish_reason' if finish is None else 'usage'}")
+    if not exact or len(resp) + (finish == "stop") != usage["completion_tokens"]:
+        return None
+    return resp, finish, "".join(parts)
+
+
+async def logprob_ids(client, url, msgs, ids, max_tokens):
+    """The old path: a non-streamed answer whose logprobs' per-token bytes give the ids."""
     r = await client.post(f"{url}/v1/chat/completions", json={
         "messages": msgs, "temperature": 0, "max_tokens": max_tokens, "logprobs": True})
     r.raise_for_status()
     ch = r.json()["choices"][0]
-    resp = [ids[bytes(c["bytes"])] for c in ch["logprobs"]["content"]]
-    if ch["finish_reason"] == "stop":
+    return [ids[bytes(c["bytes"])] for c in ch["logprobs"]["content"]], ch["finish_reason"], ch["message"]["content"]
+
+
+async def one(client, url, task, prompt, ids, eot, max_tokens, logprobs_only=False):
+    msgs = [{"role": "user", "content": prompt}]
+
+    async def generate():
+        got = None if logprobs_only else await stream_ids(client, url, msgs, ids, max_tokens)
+        return got or await logprob_ids(client, url, msgs, ids, max_tokens), got is None and not logprobs_only
+
+    # /tokenize alongside the generation; both run to their end (a request cancelled inside
+    # httpx's pool can keep its connection slot, and the pool then runs dry).
+    tok, gen = await asyncio.gather(tokenize(client, url, msgs), generate(), return_exceptions=True)
+    for r in (gen, tok):
+        if isinstance(r, BaseException):
+            raise r
+    prompt_ids, ((resp, finish, text), fallback) = tok, gen
+    if finish == "stop":
         resp.append(eot)
-    return {"task": task, "prompt": prompt, "prompt_ids": tk, "response_ids": resp,
-            "finish": ch["finish_reason"], "text": ch["message"]["content"]}
+    return {"task": task, "prompt": prompt, "prompt_ids": prompt_ids, "response_ids": resp,
+            "finish": finish, "text": text}, fallback
 
 
-async def run(args):
+async def client_loop(items, url, ids, eot, args, deadline, concurrency, emit):
+    """`concurrency` requests in flight over one connection pool until the items or the time
+    run out; emit(kind, value) reports each record, failure and the number left unused."""
+    queue = collections.deque(items)
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        async def worker():
+            while queue and time.time() < deadline:
+                task, p = queue.popleft()
+                try:
+                    rec, fallback = await one(client, url, task, p, ids, eot, args.max_tokens, args.logprobs)
+                except (httpx.HTTPError, KeyError, ValueError) as e:  # one failed request is skipped
+                    emit("error", f"request failed ({type(e).__name__}: {e}) for {p!r}")
+                    continue
+                emit("rec", (rec, fallback))
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    emit("unused", len(queue))
+
+
+def child(k, items, url, ids, eot, args, deadline, concurrency, q):
+    try:
+        asyncio.run(client_loop(items, url, ids, eot, args, deadline, concurrency, lambda kind, v: q.put((k, kind, v))))
+    except BaseException as e:  # noqa: BLE001: the parent reports it
+        q.put((k, "error", f"client process {k} failed: {type(e).__name__}: {e}"))
+        q.put((k, "unused", 0))
+
+
+def auto_procs(concurrency):
+    return max(1, min(concurrency // 8, (os.cpu_count() or 2) // 2))
+
+
+class Sink:
+    """The parent's end: writes the records, prints progress, counts failures."""
+
+    def __init__(self, out):
+        self.out, self.t0 = out, time.time()
+        self.done = self.ntok = self.errors = self.fallbacks = self.unused = self.ended = 0
+
+    def __call__(self, kind, v):
+        if kind == "rec":
+            rec, fallback = v
+            self.out.write(json.dumps(rec) + "\n")
+            self.done += 1
+            self.fallbacks += fallback
+            self.ntok += len(rec["response_ids"])
+            if self.done % 50 == 0:
+                print(f"{self.done} done, {self.ntok} response tokens, {time.time() - self.t0:.0f}s", flush=True)
+        elif kind == "error":
+            self.errors += 1
+            print(v, flush=True)
+            if self.errors > 20:
+                raise SystemExit("more than 20 requests failed")
+        elif kind == "unused":
+            self.unused += v
+            self.ended += 1
+
+
+def run(args):
     ids, eot = vocab_bytes(args.gguf)
     url = f"http://127.0.0.1:{args.port}"
     items = BENCH if args.bench else make_prompts(args.max_prompts, args.seed)
-    deadline = time.time() + args.minutes * 60
-    queue = collections.deque(items)
+    procs = max(1, min(args.procs or auto_procs(args.concurrency), args.concurrency))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    done, ntok, errors = 0, 0, 0
-    t0 = time.time()
-    async with httpx.AsyncClient(timeout=600) as client:
-        with open(args.out, "w") as out:
-            async def worker():
-                nonlocal done, ntok, errors
-                while queue and time.time() < deadline:
-                    task, p = queue.popleft()
+    print(f"{len(items)} prompts, {args.concurrency} requests in flight over {procs} client process"
+          + ("es" if procs > 1 else "") + (", logprobs for every request" if args.logprobs else ""), flush=True)
+    deadline = time.time() + args.minutes * 60
+    # Request i goes to process i % procs (the task families stay interleaved in each); the
+    # concurrency is split as evenly as it goes.
+    shares = [(items[k::procs], args.concurrency // procs + (k < args.concurrency % procs)) for k in range(procs)]
+    with open(args.out, "w") as out:
+        sink = Sink(out)
+        if procs == 1:
+            asyncio.run(client_loop(items, url, ids, eot, args, deadline, args.concurrency, sink))
+        else:
+            ctx = mp.get_context("fork")  # the children inherit the vocabulary map
+            q = ctx.Queue()
+            kids = [ctx.Process(target=child, args=(k, its, url, ids, eot, args, deadline, c, q), daemon=True)
+                    for k, (its, c) in enumerate(shares)]
+            for p in kids:
+                p.start()
+            try:
+                while sink.ended < procs:
                     try:
-                        rec = await one(client, url, task, p, ids, eot, args.max_tokens)
-                    except (httpx.HTTPError, KeyError, ValueError) as e:  # one failed request is skipped
-                        errors += 1
-                        print(f"request failed ({type(e).__name__}: {e}) for {p!r}", flush=True)
-                        if errors > 20:
-                            raise SystemExit("more than 20 requests failed")
+                        _, kind, v = q.get(timeout=5)
+                    except queue_mod.Empty:
+                        if not any(p.is_alive() for p in kids) and q.empty():
+                            raise SystemExit("the client processes exited without reporting")
                         continue
-                    out.write(json.dumps(rec) + "\n")
-                    done += 1
-                    ntok += len(rec["response_ids"])
-                    if done % 50 == 0:
-                        print(f"{done} done, {ntok} response tokens, {time.time() - t0:.0f}s", flush=True)
-            await asyncio.gather(*(worker() for _ in range(args.concurrency)))
-    print(f"wrote {done} sequences ({ntok} response tokens) to {args.out} in {time.time() - t0:.0f}s"
-          + (f", {errors} requests failed" if errors else "") + (f", {len(queue)} prompts unused" if queue else ""))
-    if not done:
+                    sink(kind, v)
+            finally:
+                for p in kids:
+                    if p.is_alive():
+                        p.terminate()
+                    p.join()
+    dt = time.time() - sink.t0
+    print(f"wrote {sink.done} sequences ({sink.ntok} response tokens) to {args.out} in {dt:.0f}s"
+          + f" ({sink.ntok / max(dt, 1e-9):.0f} response tokens/s"
+          + (f", {sink.fallbacks} by the logprobs fallback" if sink.fallbacks else "") + ")"
+          + (f", {sink.errors} requests failed" if sink.errors else "")
+          + (f", {sink.unused} prompts unused" if sink.unused else ""))
+    if not sink.done:
         raise SystemExit("no sequence written")
 
 
@@ -263,7 +417,11 @@ def main():
     ap.add_argument("--bench", action="store_true", help="answer only the four bench prompts")
     ap.add_argument("--max-prompts", type=int, default=4000)
     ap.add_argument("--max-tokens", type=int, default=256)
-    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--concurrency", type=int, default=32, help="requests in flight at once")
+    ap.add_argument("--procs", type=int, default=0,
+                    help="client processes sharing --concurrency (0: one per 8 requests, at most half the cores)")
+    ap.add_argument("--logprobs", action="store_true",
+                    help="take every response's ids from logprobs (the old, slower path) instead of the stream")
     ap.add_argument("--minutes", type=float, default=11.0, help="stop sending new requests after this")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--gguf", default=DEFAULT_GGUF, help="the GGUF the server serves (its vocabulary maps logprobs to ids)")
@@ -273,7 +431,7 @@ def main():
         ps = make_prompts(args.max_prompts, args.seed)
         print(len(ps), dict(collections.Counter(t for t, _ in ps)))
         return
-    asyncio.run(run(args))
+    run(args)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@
 #
 # Stages, all bounded by DEADLINE_S (default 515 s) from the script's start:
 #   1. tandem serve (backend.cuda, scheduler.max_batch=64) answers templated prompts greedily:
-#      gen_data.py for GEN_MINUTES at CONCURRENCY, then the four bench prompts (--bench)
+#      gen_data.py for GEN_MINUTES at CONCURRENCY streamed requests over GEN_PROCS client
+#      processes (0: gen_data.py's default, one per 8 requests), then the four bench prompts (--bench)
 #   2. the server stops; train.py --device cuda for min(TRAIN_MINUTES, what the deadline leaves
 #      after EVAL_RESERVE_S), target load and taps included (--total-minutes)
 #   3. eval_offline.py --device cuda --write: teacher-forced tau (held-out and bench) into
@@ -39,7 +40,7 @@ fi
 : "${WHL:=.whl}" "${SITE:=/tmp/site}" "${NICE:=}" "${PORT:=18477}"
 : "${MODEL:=}"
 [ -n "$MODEL" ] || MODEL=$HOME/.cache/tandem/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
-: "${GEN_MINUTES:=1.5}" "${MAX_PROMPTS:=20000}" "${CONCURRENCY:=64}" "${MAX_BATCH:=64}" "${MAX_TOKENS:=256}"
+: "${GEN_MINUTES:=1.5}" "${MAX_PROMPTS:=20000}" "${CONCURRENCY:=64}" "${MAX_BATCH:=64}" "${MAX_TOKENS:=256}" "${GEN_PROCS:=0}"
 : "${TRAIN_MINUTES:=5.5}" "${SEQS:=48}" "${ANCHORS:=64}" "${CHUNK:=4096}" "${THREADS:=8}" "${LR:=6e-4}"
 : "${MAX_HELD:=200}" "${EVAL_CHUNK:=256}" "${DEADLINE_S:=515}" "${EVAL_RESERVE_S:=75}" "${SEED:=0}"
 mkdir -p "$OUT" "$WORK"
@@ -130,8 +131,8 @@ if '$DEVICE'.startswith('cuda'):
   local gen_s
   gen_s=$(awk -v m="$GEN_MINUTES" 'BEGIN { printf "%d", m * 60 }')
   stage gen timeout $((gen_s + 240)) $NICE $PY tools/train_dflash2/gen_data.py --port "$PORT" --out "$WORK/train.jsonl" \
-    --minutes "$GEN_MINUTES" --max-prompts "$MAX_PROMPTS" --concurrency "$CONCURRENCY" --max-tokens "$MAX_TOKENS" \
-    --seed "$SEED" --gguf "$MODEL"
+    --minutes "$GEN_MINUTES" --max-prompts "$MAX_PROMPTS" --concurrency "$CONCURRENCY" --procs "$GEN_PROCS" \
+    --max-tokens "$MAX_TOKENS" --seed "$SEED" --gguf "$MODEL"
   stage bench timeout 240 $NICE $PY tools/train_dflash2/gen_data.py --port "$PORT" --out "$WORK/bench.jsonl" --bench \
     --max-tokens "$MAX_TOKENS" --concurrency 4 --gguf "$MODEL"
   STAGE=stop-server
@@ -145,7 +146,8 @@ if '$DEVICE'.startswith('cuda'):
   cat > "$WORK/notes.md" <<EOF
 - Generation (\`tools/train_dflash2/h200.sh\`$([ "$DRY" = 1 ] && echo ", DRY RUN")): \`tandem serve --pipeline
   pipelines/default.yaml --set backend.plugin=$BACKEND --set scheduler.max_batch=$MAX_BATCH\` on $machine;
-  \`gen_data.py --minutes $GEN_MINUTES --max-prompts $MAX_PROMPTS --concurrency $CONCURRENCY --max-tokens $MAX_TOKENS --seed $SEED\`:
+  \`gen_data.py --minutes $GEN_MINUTES --max-prompts $MAX_PROMPTS --concurrency $CONCURRENCY --procs $GEN_PROCS --max-tokens $MAX_TOKENS --seed $SEED\`
+  (streamed, ids from the SSE chunks):
   $(grep '^wrote' "$WORK/gen.log" | tail -1); \`--bench\`: $(grep '^wrote' "$WORK/bench.log" | tail -1).
 EOF
 
