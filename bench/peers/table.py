@@ -48,12 +48,14 @@ def main(out):
     t_pp = {r["prompt"]: r["tps"] for r in eng if r.get("figure") == "prefill"}
     t_dec = {r["streams"]: r["tps"] for r in eng if r.get("figure") == "decode"}
     ceiling = next((r for r in eng if r.get("figure") == "ceiling"), None)
-    http, sse = {}, {}
+    http, sse, sse_dec = {}, {}, {}
     for who in ("tandem", "llama"):
         for r in json_lines(out / f"http_{who}.txt", {"bench": "serving"}):
             http[(who, r["concurrency"])] = r["output_throughput"]
         for r in json_lines(out / f"http_sse_{who}.txt", {"bench": "sse_load"}):
             sse[(who, r["concurrency"])] = r["output_tps"]
+            if r.get("decode_tps"):
+                sse_dec[(who, r["concurrency"])] = r["decode_tps"]
 
     rows = []
 
@@ -81,8 +83,13 @@ def main(out):
               f"{ceiling['weight_bytes'] / 1e6:.1f} MB per decode step -> 1-stream bound {ceiling['bound_tps_1']:,.0f} tok/s")
     for client, figs in (("bench_serving.py", http), ("sse_load", sse)):
         if figs.get(("tandem", 64)) and t_dec.get(64):
-            print(f"HTTP at 64 streams ({client}) / in-process engine at 64: "
-                  f"{figs[('tandem', 64)] / t_dec[64]:.2f} (goal >= 0.90)")
+            print(f"HTTP output rate at 64 streams ({client}) / in-process engine decode at 64: "
+                  f"{figs[('tandem', 64)] / t_dec[64]:.2f} (output counts the prefill and the ramp)")
+    # The like-for-like figure: sse_load's decode rate is bench_engine's definition (tokens
+    # after every stream has its first one, over the time from then to the last one).
+    if sse_dec.get(("tandem", 64)) and t_dec.get(64):
+        print(f"HTTP decode rate at 64 streams (sse_load) / in-process engine decode at 64: "
+              f"{sse_dec[('tandem', 64)] / t_dec[64]:.2f} (the same definition; goal >= 0.90)")
 
 
 if __name__ == "__main__":
