@@ -7,7 +7,10 @@
 // median speed and the median of the per-round ratios to no drafter (robust to a shared
 // machine's drifting load); tau and acceptance are summed over the rounds. Beside wall-clock
 // speed it reports tokens per CPU-second of the process against none (speedup_cpu_time): on
-// an oversubscribed machine that measures the work, not who held the cores.
+// an oversubscribed machine that measures the work, not who held the cores. Requests end at
+// the model's end of turn, as the API's do (a JSON answer is ~70 tokens of the default
+// model's, a count to 200 runs to --tokens); --ignore-eos generates --tokens every time, past
+// the answer into text no drafter was trained on (the figures before 2026-12-05 did that).
 //
 //   build/bench/spec/bench_spec --pipeline pipelines/cpu.yaml --tokens 128 --batch 1 --batch 8
 //   build/bench/spec/bench_spec --pipeline pipelines/default.yaml --backend cuda --batch 1 --batch 8
@@ -66,7 +69,7 @@ struct measurement {
 
 // `batch` copies of the prompt together; decode time runs from the first token of the last
 // stream to start to the end (prefill excluded).
-measurement run(runtime& rt, const std::string& prompt, int batch, int gen) {
+measurement run(runtime& rt, const std::string& prompt, int batch, int gen, bool ignore_eos) {
   const std::vector<chat_message> msgs{{"user", prompt}};
   const std::vector<int32_t> ids = rt.tokens_for_chat(msgs);
   measurement m;
@@ -78,7 +81,7 @@ measurement run(runtime& rt, const std::string& prompt, int batch, int gen) {
     generation_request r;
     r.prompt = ids;
     r.max_new_tokens = gen;
-    r.ignore_eos = true;
+    r.ignore_eos = ignore_eos;
     r.on_event = [&, b](const token_event& ev) {
       if (ev.token < 0) return;
       if (m.outputs[b].empty() && ++started == batch) decode_start = clock_type::now(), cpu_start = process_cpu_s();
@@ -142,6 +145,7 @@ int main(int argc, char** argv) {
       "backend", po::value(&backend_name), "backend plugin for every run (cpu, cuda): --set backend.plugin=NAME")(
       "set", po::value(&sets)->multitoken(), "key=value onto the pipeline of every run (repeatable)")(
       "fixed", "also run each drafter with adaptive: false (k draft tokens every step)")(
+      "ignore-eos", "generate --tokens every time, past the end of turn (default: stop there, as the API does)")(
       "rounds", po::value(&rounds)->default_value(1),
       "repeat every (task, drafter) this many times, interleaved; report medians")(
       "drafters", po::value(&names)->multitoken(), "drafters to compare with none: ngram suffix dflash2")(
@@ -223,7 +227,7 @@ int main(int argc, char** argv) {
           for (size_t i = 0; i < drafters.size(); ++i) {
             runtime& rt = *rts[i];
             const engine_stats before = rt.eng().stats();
-            const measurement m = run(rt, t.prompt, batch, gen);
+            const measurement m = run(rt, t.prompt, batch, gen, vm.count("ignore-eos") > 0);
             const double tps = static_cast<double>(m.tokens) / m.decode_s;
             const double per_cpu = static_cast<double>(m.tokens) / m.decode_cpu_s;
             if (i == 0) base = tps, base_cpu = per_cpu;  // drafters[0] is none
@@ -250,9 +254,9 @@ int main(int argc, char** argv) {
           std::fflush(stdout);
           std::cerr << fmt::format(
               "{:6} {:13} batch {:2}: {:8.1f} tok/s  x{:.2f}  per CPU-s x{:.2f} (medians of {})  tau {:.2f}  "
-              "accepted {:.0f}/{:.0f}\n",
+              "accepted {:.0f}/{:.0f}  tokens {}\n",
               t.name, d.name, batch, median(y.tps), median(y.ratio), median(y.cpu_ratio), rounds, tau, y.accepted,
-              y.proposed);
+              y.proposed, y.tokens);
         }
     }
   } catch (const std::exception& e) {

@@ -52,6 +52,19 @@ def accept_counts(model, emb, head, rec, taps, chunk=64):
     return torch.cat(sel).tolist(), torch.cat(arg).tolist()
 
 
+def walk(counts):
+    """The anchors a greedy verify loop drafting B-1 tokens every step visits: the first one
+    at the last prompt token, each next one just past the accepted run and the verify's own
+    token. Their accepted counts, whose mean + 1 is the engine's tau at k = B-1 (teacher
+    forcing weighs every position alike, and so overstates tau where hard tokens cluster:
+    the engine spends its verifies there)."""
+    out, i = [], 0
+    while i < len(counts):
+        out.append(counts[i])
+        i += counts[i] + 1
+    return out
+
+
 def summarize(counts, B):
     t = torch.tensor(counts, dtype=torch.float64)
     per_pos = [float((t >= k).double().mean()) for k in range(1, B)]
@@ -84,8 +97,8 @@ def main():
     emb = target.model.embed_tokens.weight.detach().float()
     head = target.get_output_embeddings().weight.detach().float()
     sets = {"held-out": held, "bench": bench}
-    lines = ["| set | task | sequences | anchors | tau (selector) | tau (argmax) | "
-             "per-position acceptance, selector (k=1..%d) |" % (B - 1), "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| set | task | sequences | anchors | tau (selector) | tau (argmax) | tau (walk, selector) | "
+             "per-position acceptance, selector (k=1..%d) |" % (B - 1), "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for sname, recs in sets.items():
         if not recs:
             continue
@@ -93,15 +106,17 @@ def main():
         by_task = {}
         for r, t in zip(recs, taps):
             s, a = accept_counts(model, emb, head, r, t, chunk=args.chunk)
-            d = by_task.setdefault(r["task"], ([], [], 0))
-            by_task[r["task"]] = (d[0] + s, d[1] + a, d[2] + 1)
+            d = by_task.setdefault(r["task"], ([], [], 0, []))
+            by_task[r["task"]] = (d[0] + s, d[1] + a, d[2] + 1, d[3] + walk(s))
         all_s = [x for v in by_task.values() for x in v[0]]
         all_a = [x for v in by_task.values() for x in v[1]]
-        rows = sorted(by_task.items()) + [("all", (all_s, all_a, len(recs)))]
-        for task, (s, a, nseq) in rows:
+        all_w = [x for v in by_task.values() for x in v[3]]
+        rows = sorted(by_task.items()) + [("all", (all_s, all_a, len(recs), all_w))]
+        for task, (s, a, nseq, w) in rows:
             tau_s, pp, na = summarize(s, B)
             tau_a, _, _ = summarize(a, B)
-            line = (f"| {sname} | {task} | {nseq} | {na} | {tau_s:.2f} | {tau_a:.2f} | "
+            tau_w = 1.0 + sum(w) / max(len(w), 1)
+            line = (f"| {sname} | {task} | {nseq} | {na} | {tau_s:.2f} | {tau_a:.2f} | {tau_w:.2f} | "
                     + " ".join(f"{p:.2f}" for p in pp) + " |")
             lines.append(line)
             print(line, flush=True)
