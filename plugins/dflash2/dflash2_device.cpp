@@ -1,5 +1,7 @@
 #include "dflash2_device.hpp"
 
+#include <string>
+
 #include "tandem/error.hpp"
 
 namespace tandem::dflash2 {
@@ -9,17 +11,32 @@ void* device_rows::reserve(std::unique_ptr<device_buffer>& b, size_t bytes) {
   return b->data();
 }
 
-void device_rows::linear(const linear_weight& w, const float* x, int64_t n, float* y) {
-  if (n <= 0) return;
-  const int64_t in = w.in_features(), out = w.out_features();
+void device_rows::linear(const linear_weight& w, const float* x, int64_t n, float* y) { linears({{&w, y}}, x, n); }
+
+void device_rows::linears(std::initializer_list<std::pair<const linear_weight*, float*>> parts, const float* x,
+                          int64_t n) {
+  if (n <= 0 || parts.size() == 0) return;
+  const int64_t in = parts.begin()->first->in_features();
+  int64_t outs = 0;
+  for (const auto& [w, y] : parts) {
+    if (w->in_features() != in)
+      throw error("drafter.dflash2: products of one input of width " + std::to_string(in) + " got a weight of width " +
+                  std::to_string(w->in_features()));
+    outs += w->out_features();
+  }
   void* xd = reserve(in_, static_cast<size_t>(n * in) * sizeof(float));
-  void* yd = reserve(out_, static_cast<size_t>(n * out) * sizeof(float));
+  auto* yd = static_cast<float*>(reserve(out_, static_cast<size_t>(n * outs) * sizeof(float)));
   be_.copy_to_device(xd, x, static_cast<size_t>(n * in) * sizeof(float));
-  be_.linear(w, tensor_view::contiguous(xd, dtype::f32, {n, in}, be_.dev()),
-             tensor_view::contiguous(yd, dtype::f32, {n, out}, be_.dev()));
-  // The copy is ordered after the product on the backend's stream: one wait, after it.
-  be_.copy_to_host(y, yd, static_cast<size_t>(n * out) * sizeof(float));
-  be_.synchronize();  // a device backend's copy may still be in flight
+  const tensor_view xv = tensor_view::contiguous(xd, dtype::f32, {n, in}, be_.dev());
+  float* at = yd;
+  for (const auto& [w, y] : parts) {
+    const int64_t out = w->out_features();
+    be_.linear(*w, xv, tensor_view::contiguous(at, dtype::f32, {n, out}, be_.dev()));
+    // The copy is ordered after the product on the backend's stream.
+    be_.copy_to_host(y, at, static_cast<size_t>(n * out) * sizeof(float));
+    at += n * out;
+  }
+  be_.synchronize();  // one wait: a device backend's copies may still be in flight
 }
 
 void device_rows::embed(const linear_weight& table, const int32_t* ids, int64_t n, float* out) {

@@ -35,9 +35,8 @@ context_rows compute_context(const dflash2_model& m, device_rows& dev, const flo
   context_rows out;
   for (const dflash2_layer& l : m.layers) {
     std::vector<float> k = rows_of(n, c.kv_width()), v = rows_of(n, c.kv_width());
-    dev.linear(*l.k_proj, ctx.data(), n, k.data());
+    dev.linears({{l.k_proj.get(), k.data()}, {l.v_proj.get(), v.data()}}, ctx.data(), n);
     rope(k.data(), n, c.num_kv_heads, c.head_dim, positions, c.rope_theta);
-    dev.linear(*l.v_proj, ctx.data(), n, v.data());
     out.k.push_back(std::move(k));
     out.v.push_back(std::move(v));
   }
@@ -65,9 +64,7 @@ block_output forward_block(const dflash2_model& m, device_rows& dev, const seque
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const dflash2_layer& l = m.layers[i];
     const std::vector<float> u = norm_conv(m, dev, h, B, l.input_norm, *l.conv_attn_proj, l.conv_attn_base);
-    dev.linear(*l.q_proj, u.data(), B, q.data());
-    dev.linear(*l.k_proj, u.data(), B, kb.data());
-    dev.linear(*l.v_proj, u.data(), B, vb.data());
+    dev.linears({{l.q_proj.get(), q.data()}, {l.k_proj.get(), kb.data()}, {l.v_proj.get(), vb.data()}}, u.data(), B);
     rope(q.data(), B, c.num_heads, c.head_dim, positions, c.rope_theta);
     rope(kb.data(), B, c.num_kv_heads, c.head_dim, positions, c.rope_theta);
     attention(q.data(), B, {context.k[i], context.v[i], context.n}, {kb.data(), vb.data(), B}, shape, attn.data());
@@ -75,8 +72,7 @@ block_output forward_block(const dflash2_model& m, device_rows& dev, const seque
     add_inplace(h.data(), delta.data(), B * d);
 
     const std::vector<float> w = norm_conv(m, dev, h, B, l.post_norm, *l.conv_mlp_proj, l.conv_mlp_base);
-    dev.linear(*l.gate_proj, w.data(), B, gate.data());
-    dev.linear(*l.up_proj, w.data(), B, up.data());
+    dev.linears({{l.gate_proj.get(), gate.data()}, {l.up_proj.get(), up.data()}}, w.data(), B);
     silu_mul(gate.data(), up.data(), B * c.intermediate_size, gate.data());
     dev.linear(*l.down_proj, gate.data(), B, delta.data());
     add_inplace(h.data(), delta.data(), B * d);
@@ -87,9 +83,8 @@ block_output forward_block(const dflash2_model& m, device_rows& dev, const seque
   rms_norm(h.data() + d, slots, d, m.norm.data(), c.rms_norm_eps, z.data());
   block_output out;
   out.logits = rows_of(slots, c.target.vocab_size);
-  dev.linear(*m.lm_head, z.data(), slots, out.logits.data());
   std::vector<float> g = rows_of(slots, c.selector_rank);
-  dev.linear(*m.selector_proj, z.data(), slots, g.data());
+  dev.linears({{m.lm_head, out.logits.data()}, {m.selector_proj.get(), g.data()}}, z.data(), slots);
   out.draft = select_draft({out.logits.data(), g.data(), m.codebook.data(), c.target.vocab_size, c.selector_rank,
                             c.selector_top_k, slots},
                            anchor);
