@@ -6,6 +6,9 @@
 #   2. bench_cuda_model (decode curve 1-128, prefill 128-8k, per-op tables, the fused layer);
 #   3. bench_cuda_kernels' linear curve (TANDEM_BENCH_LINEARS_ONLY=1);
 #   4. the rest of gpu_ops.
+# bench_cuda_model runs its decode curve under mma_max_rows = 0 / 32 / 64 too (the int8
+# tensor-core linear's A/B; TANDEM_BENCH_SKIP_FUSED=1 leaves the fused layer out). The test
+# results and the two curves' summary lines are printed last.
 #
 #   OUT=$OUT bash scripts/gpu-decode-curve.sh
 #   ARCH90_ONLY=1 ...   # build sm_90a machine code only (halves the CUDA compile; not committed)
@@ -25,7 +28,7 @@ timeout "${LINEAR_TEST_S:-90}" "$BUILD/tests/gpu/test_gpu_ops" --run_test="$line
   > "$OUT/test_linear.txt" 2>&1
 echo "rc $?" >> "$OUT/test_linear.txt"
 step bench_cuda_model
-timeout "${MODEL_BENCH_S:-90}" "$BUILD/bench/cuda/bench_cuda_model" > "$OUT/bench_model.txt" 2>&1
+timeout "${MODEL_BENCH_S:-150}" "$BUILD/bench/cuda/bench_cuda_model" > "$OUT/bench_model.txt" 2>&1
 echo "rc $?" >> "$OUT/bench_model.txt"
 step "bench_cuda_kernels (linears)"
 TANDEM_BENCH_LINEARS_ONLY=1 timeout "${KERNEL_BENCH_S:-45}" "$BUILD/bench/cuda/bench_cuda_kernels" \
@@ -36,3 +39,5 @@ timeout "${REST_TEST_S:-120}" "$BUILD/tests/gpu/test_gpu_ops" --run_test="!$line
   > "$OUT/test_rest.txt" 2>&1
 echo "rc $?" >> "$OUT/test_rest.txt"
 grep -hE "rc [0-9]+|failure|error|No errors" "$OUT"/test_*.txt | head -40
+grep -E "^device| (dispatch|mma) " "$OUT/bench_linears.txt" | sed -E 's/ +/ /g' | cut -d' ' -f1-7 | head -80
+grep -E "^weights|^decode batch|^mma_max|^prefill" "$OUT/bench_model.txt" | sed -E 's/ +/ /g'

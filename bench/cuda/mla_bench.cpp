@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 

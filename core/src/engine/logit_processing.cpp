@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <numeric>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -25,8 +24,9 @@ typedef int32_t v4i __attribute__((vector_size(16)));
 // x = k ln2 + r with |r| <= ln2 / 2 (Cody-Waite, two-part ln2), exp(r) by its degree-7
 // Taylor polynomial (truncation < 1e-8 relative there), times 2^k built in the exponent
 // bits. Below -87 it is exp(-87) ~ 1.6e-38, far below what the row's sum of at least 1 can
-// notice. Why not std::exp: a row of the vocabulary is 49,152 calls, and glibc's scalar exp
-// made a logprobs row cost ~0.3 ms on the engine's one thread (bench_logprobs).
+// notice. Why not std::exp: a row of the vocabulary is 49,152 calls; with double std::exp
+// and a partial sort a logprobs row cost ~0.35 ms on the engine's one thread, now ~0.1 ms
+// (bench_logprobs, bench/RESULTS.md).
 template <class T>
 T exp_nonpositive(T x) {
   x = x < -87.0f ? T{} - 87.0f : x;
