@@ -39,5 +39,5 @@ timeout "${REST_TEST_S:-120}" "$BUILD/tests/gpu/test_gpu_ops" --run_test="!$line
   > "$OUT/test_rest.txt" 2>&1
 echo "rc $?" >> "$OUT/test_rest.txt"
 grep -hE "rc [0-9]+|failure|error|No errors" "$OUT"/test_*.txt | head -40
-grep -E "^device| (dispatch|mma) " "$OUT/bench_linears.txt" | sed -E 's/ +/ /g' | cut -d' ' -f1-7 | head -80
+grep -E "^device| (dispatch|mma[a-z-]*) " "$OUT/bench_linears.txt" | sed -E 's/ +/ /g' | cut -d' ' -f1-7 | head -80
 grep -E "^weights|^decode batch|^mma_max|^prefill" "$OUT/bench_model.txt" | sed -E 's/ +/ /g'
