@@ -32,7 +32,7 @@ const config_key keys[] = {
     {"mma_max_rows", config_type::integer, "16",
      "steps of 5 to this many token rows run their Q4_1/Q8_0 linears on the int8 tensor-core kernel (the q8 "
      "GEMV's arithmetic, one mma per weight block for 8 rows) instead of the f16 GEMM; 0 = never; at most 64; "
-     "not used with batch_invariant",
+     "needs q8_activations; not used with batch_invariant (every row on the GEMV there)",
      0, 64},
 };
 
