@@ -115,6 +115,9 @@ bool cpu_backend::supports(backend_op op) const {
     case backend_op::dsa_indexer:
     case backend_op::moe_route:
     case backend_op::moe_experts:
+    case backend_op::attention_full:  // the host defaults (backend_small_ops.cpp)
+    case backend_op::dynamic_conv:
+    case backend_op::top_k:
       return true;
   }
   return false;

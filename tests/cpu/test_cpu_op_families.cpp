@@ -19,7 +19,7 @@ using test::view;
 BOOST_AUTO_TEST_CASE(cpu_supports_every_op) {
   cpu::cpu_backend be({1, 64, nullptr});
   const backend& base = be;
-  for (int i = 0; i <= static_cast<int>(backend_op::moe_experts); ++i) {
+  for (int i = 0; i <= static_cast<int>(backend_op::top_k); ++i) {
     const auto op = static_cast<backend_op>(i);
     BOOST_TEST(base.supports(op), "backend.cpu does not support " << name(op));
   }

@@ -134,6 +134,11 @@ enum class backend_op : uint8_t {
   // mixture of experts
   moe_route,       // moe_route(): sigmoid + correction bias + grouped top-k routing
   moe_experts,     // load_experts() / moe_experts()
+  // small ops with a host default (below): every backend runs them, a device backend may
+  // override them to skip the round trip through host memory
+  attention_full,  // attention_full(): every query over every key, no mask, no cache
+  dynamic_conv,    // dynamic_conv(): causal kernel-2 convolution with per-row taps
+  top_k,           // top_k(): the k largest of each row
 };
 TANDEM_API std::string_view name(backend_op op);
 TANDEM_API std::string_view family(backend_op op);  // "dense", "attention", "moe", "norm"
@@ -298,6 +303,24 @@ class TANDEM_API backend : public plugin_object {
   // x, out: [n, hidden]; ids: i32 [n, k]; weights: f32 [n, k]
   virtual void moe_experts(const expert_weights& w, tensor_view x, tensor_view ids, tensor_view weights,
                            tensor_view out);
+
+  // ---- Small ops with a host default: it copies the inputs to the host, computes in f32
+  // and copies the result back (correct on every backend; one wait each on a device
+  // backend, which may override them with kernels). Views must be contiguous.
+
+  // Bidirectional attention: every query row attends to all m keys (no mask, no cache).
+  // q, out: [n, heads, head_dim]; k, v: [m, kv_heads, head_dim]; query head h reads kv head
+  // h / (heads / kv_heads); out = softmax(scale * q.k) v, in f32. m >= 1.
+  virtual void attention_full(tensor_view q, tensor_view k, tensor_view v, float scale, tensor_view out);
+  // Causal kernel-2 convolution with per-row taps (DFlash2's dynconv) over the n rows of x
+  // taken as one sequence. With G = taps.cols / 2 groups of d / G channels, for channel c
+  // of group g:  out[r][c] = (base[g][0] + taps[r][2g]) x[r][c]
+  //                        + (base[g][1] + taps[r][2g+1]) x[r-1][c],  x[-1] = 0.
+  // x, out: [n, d]; taps: [n, 2G]; base: f32 [G, 2]. out must not alias x.
+  virtual void dynamic_conv(tensor_view x, tensor_view taps, tensor_view base, tensor_view out);
+  // The k largest values of each row, largest first; ties to the lower column; NaN counts
+  // as -inf (values keeps it as NaN). x: f32 [n, m] -> ids: i32 [n, k], values: f32 [n, k]; 1 <= k <= m.
+  virtual void top_k(tensor_view x, int k, tensor_view ids, tensor_view values);
 
   // Runs `body` (a sequence of the ops above on fixed buffers). Backends that can record
   // work (CUDA graphs) may record it on the first call for `key` and replay it later; the

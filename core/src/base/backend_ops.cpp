@@ -23,6 +23,9 @@ std::string_view name(backend_op op) {
     case backend_op::dsa_indexer: return "dsa_indexer";
     case backend_op::moe_route: return "moe_route";
     case backend_op::moe_experts: return "moe_experts";
+    case backend_op::attention_full: return "attention_full";
+    case backend_op::dynamic_conv: return "dynamic_conv";
+    case backend_op::top_k: return "top_k";
   }
   return "?";
 }
@@ -35,6 +38,7 @@ std::string_view family(backend_op op) {
     case backend_op::moe_route:
     case backend_op::moe_experts: return "moe";
     case backend_op::layer_norm: return "norm";
+    // attention_full is an attention, but every backend runs it (a host default): dense.
     default: return "dense";
   }
 }
