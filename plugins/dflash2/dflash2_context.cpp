@@ -2,65 +2,95 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 
 #include "tandem/error.hpp"
 
 namespace tandem::dflash2 {
 
-sequence_context::sequence_context(int layers, int64_t kv_width, int64_t window)
-    : kv_width_(kv_width), window_(window), k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)) {}
-
-void sequence_context::crop(int64_t first_pos) {
-  const auto keep = static_cast<size_t>(std::lower_bound(pos_.begin() + first_, pos_.end(), first_pos) - pos_.begin());
-  pos_.resize(keep);
-  for (auto& k : k_) k.resize(keep * static_cast<size_t>(kv_width_));
-  for (auto& v : v_) v.resize(keep * static_cast<size_t>(kv_width_));
+std::unique_ptr<device_buffer> spare_buffers::take(backend& be, size_t bytes) {
+  for (auto it = free.begin(); it != free.end(); ++it)
+    if ((*it)->size() >= bytes) {
+      std::unique_ptr<device_buffer> b = std::move(*it);
+      free.erase(it);
+      return b;
+    }
+  return be.alloc(bytes);
 }
 
-void sequence_context::append(std::span<const int64_t> positions, const std::vector<std::vector<float>>& k,
-                              const std::vector<std::vector<float>>& v) {
+void spare_buffers::give(std::unique_ptr<device_buffer> b) {
+  if (!b) return;
+  if (free.size() >= most) free.erase(free.begin());  // the oldest goes
+  free.push_back(std::move(b));
+}
+
+sequence_context::sequence_context(backend& be, spare_buffers& spare, int layers, int64_t kv_width, int64_t window,
+                                   int64_t block)
+    : be_(&be), spare_(&spare), kv_width_(kv_width), window_(window), block_(block),
+      k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)) {}
+
+sequence_context::~sequence_context() {
+  for (auto& b : k_) spare_->give(std::move(b));
+  for (auto& b : v_) spare_->give(std::move(b));
+}
+
+float* sequence_context::at(const std::vector<std::unique_ptr<device_buffer>>& b, int layer, int64_t row) const {
+  return static_cast<float*>(b[static_cast<size_t>(layer)]->data()) + row * kv_width_;
+}
+
+void sequence_context::crop(int64_t first_pos) {
+  const auto keep = std::lower_bound(pos_.begin() + first_, pos_.end(), first_pos) - pos_.begin();
+  pos_.resize(static_cast<size_t>(keep));
+}
+
+int64_t sequence_context::reserve(int64_t n, int64_t last_pos) {
+  // Any later anchor is past last_pos, so rows below last_pos - window are out of every
+  // later block's reach (one row is kept for an anchor at last_pos + 1).
+  first_ = std::lower_bound(pos_.begin() + first_, pos_.end(), last_pos - window_) - pos_.begin();
+  if (end() + n + block_ <= capacity_) return end();
+  const int64_t need = size() + n + block_;
+  // Compact in place while the dead rows are at least half; otherwise double.
+  relocate(2 * need <= capacity_ ? capacity_ : std::max<int64_t>(2 * need, 64));
+  return end();
+}
+
+void sequence_context::relocate(int64_t capacity) {
+  const int64_t live = size();
+  const size_t bytes = static_cast<size_t>(live * kv_width_) * sizeof(float);
+  std::vector<float> host(static_cast<size_t>(live * kv_width_));
+  for (auto* set : {&k_, &v_})
+    for (size_t l = 0; l < set->size(); ++l) {
+      std::unique_ptr<device_buffer>& b = (*set)[l];
+      if (live > 0) {
+        be_->copy_to_host(host.data(), at(*set, static_cast<int>(l), first_), bytes);
+        be_->synchronize();
+      }
+      if (capacity != capacity_) {
+        spare_->give(std::move(b));
+        b = spare_->take(*be_, static_cast<size_t>(capacity * kv_width_) * sizeof(float));
+      }
+      if (live > 0) be_->copy_to_device(b->data(), host.data(), bytes);
+    }
+  be_->synchronize();  // `host` dies here
+  pos_.erase(pos_.begin(), pos_.begin() + first_);
+  first_ = 0;
+  capacity_ = capacity;
+}
+
+void sequence_context::commit(std::span<const int64_t> positions) {
   const auto n = static_cast<int64_t>(positions.size());
-  if (n == 0) return;
+  if (end() + n > capacity_) throw error("drafter.dflash2: context rows committed without room reserved for them");
   for (int64_t i = 0; i < n; ++i)
     if (positions[static_cast<size_t>(i)] <= (i ? positions[static_cast<size_t>(i - 1)] : newest()))
       throw error("drafter.dflash2: context positions must ascend past the held ones (got " +
                   std::to_string(positions[static_cast<size_t>(i)]) + ")");
-  if (k.size() != k_.size() || v.size() != v_.size()) throw error("drafter.dflash2: context rows for the wrong layer count");
   pos_.insert(pos_.end(), positions.begin(), positions.end());
-  for (size_t l = 0; l < k_.size(); ++l) {
-    if (static_cast<int64_t>(k[l].size()) != n * kv_width_ || static_cast<int64_t>(v[l].size()) != n * kv_width_)
-      throw error("drafter.dflash2: context rows of the wrong width");
-    k_[l].insert(k_[l].end(), k[l].begin(), k[l].end());
-    v_[l].insert(v_[l].end(), v[l].begin(), v[l].end());
-  }
-  evict();
 }
 
-// Any later anchor P is past the newest observed position q, so entries below q - window
-// are out of every later block's reach (below q + 1 - window, keeping one for an anchor
-// at q itself).
-void sequence_context::evict() {
-  const int64_t oldest_needed = newest() - window_;
-  first_ = std::lower_bound(pos_.begin() + first_, pos_.end(), oldest_needed) - pos_.begin();
-  // Erase the dead prefix once it is as large as the window: amortized O(1) per entry.
-  if (first_ < std::max<int64_t>(window_, 64)) return;
-  const auto rows = static_cast<std::ptrdiff_t>(first_), width = static_cast<std::ptrdiff_t>(kv_width_);
-  pos_.erase(pos_.begin(), pos_.begin() + rows);
-  for (auto& k : k_) k.erase(k.begin(), k.begin() + rows * width);
-  for (auto& v : v_) v.erase(v.begin(), v.begin() + rows * width);
-  first_ = 0;
-}
-
-sequence_context::view sequence_context::window(int64_t anchor_pos) const {
+sequence_context::rows sequence_context::window(int64_t anchor_pos) const {
   const auto lo = std::lower_bound(pos_.begin() + first_, pos_.end(), anchor_pos - window_) - pos_.begin();
   const auto hi = std::lower_bound(pos_.begin() + lo, pos_.end(), anchor_pos) - pos_.begin();
-  view w;
-  w.n = hi - lo;
-  for (size_t l = 0; l < k_.size(); ++l) {
-    w.k.push_back(k_[l].data() + lo * kv_width_);
-    w.v.push_back(v_[l].data() + lo * kv_width_);
-  }
-  return w;
+  return {lo, hi - lo};
 }
 
 }  // namespace tandem::dflash2

@@ -1,36 +1,67 @@
 #pragma once
-// One sequence's context for the drafter: for each committed token it observed, its
-// position and, per drafter layer, its roped context key Kc and value Vc
-// (ARCHITECTURE.md, "Context"). Positions ascend; gaps (a prefix the prefix cache served,
-// never observed) are simply absent. Only what a later block can still attend to is kept:
-// a block anchored at P reads P - window <= p < P, and P is past every observed position.
+// One sequence's context for the drafter, held on the target's backend: for each committed
+// token it observed, its position and, per drafter layer, its roped context key Kc and value
+// Vc (ARCHITECTURE.md, "Context"), as rows of a K and a V buffer, oldest first. Positions
+// ascend; gaps (a prefix the prefix cache served, never observed) are simply absent. Only
+// what a later block can still attend to is kept: a block anchored at P reads
+// P - window <= p < P, and P is past every observed position.
 //
-//   sequence_context c(layers, kv_width, window);
-//   c.append(positions, k, v);          // k[l], v[l]: [n, kv_width]
-//   c.crop(first_pos);                  // recomputed after a preemption: drop p >= first_pos
-//   auto w = c.window(anchor_pos);      // w.n rows of w.k[l] / w.v[l]
+// After the held rows there is always room for one block: a block forward writes its own
+// keys and values there, so that the window and the block are one run of rows that a
+// single attention reads.
+//
+//   sequence_context c(be, spare, layers, kv_width, window, block);
+//   int64_t at = c.reserve(n, last_pos);   // room for n rows at `at` (may move the rows)
+//   ... write rows at..at+n of c.k(l) / c.v(l) ...
+//   c.commit(positions);                   // those rows now hold these positions
+//   c.crop(first_pos);                     // recomputed after a preemption: drop p >= first_pos
+//   auto w = c.window(anchor_pos);         // rows [w.first, w.first + w.n); block at c.end()
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "tandem/backend.hpp"
+
 namespace tandem::dflash2 {
+
+// Buffers of finished sequences, reused by new ones (a device allocation may be slow and
+// may synchronize).
+struct spare_buffers {
+  std::vector<std::unique_ptr<device_buffer>> free;
+  size_t most = 64;
+  std::unique_ptr<device_buffer> take(backend& be, size_t bytes);
+  void give(std::unique_ptr<device_buffer> b);
+};
 
 class sequence_context {
  public:
-  sequence_context(int layers, int64_t kv_width, int64_t window);
+  sequence_context(backend& be, spare_buffers& spare, int layers, int64_t kv_width, int64_t window, int64_t block);
+  ~sequence_context();
+  sequence_context(const sequence_context&) = delete;
+  sequence_context& operator=(const sequence_context&) = delete;
 
   // Drops every entry at position first_pos or later.
   void crop(int64_t first_pos);
-  // Appends n entries; positions ascend and follow every held one. k[l], v[l]: [n, kv_width].
-  void append(std::span<const int64_t> positions, const std::vector<std::vector<float>>& k,
-              const std::vector<std::vector<float>>& v);
+  // Room for n new rows whose newest position will be last_pos, plus a block after them:
+  // drops rows no later block can reach (p < last_pos - window), moves or grows the
+  // buffers when needed (through host memory: rare, amortized), and returns the row where
+  // the new rows go (end()).
+  int64_t reserve(int64_t n, int64_t last_pos);
+  // The rows reserve() returned now hold `positions` (ascending, past every held one).
+  void commit(std::span<const int64_t> positions);
 
-  struct view {
+  struct rows {
+    int64_t first = 0;
     int64_t n = 0;
-    std::vector<const float*> k, v;  // per layer: n contiguous rows of kv_width
   };
-  // The entries with anchor_pos - window <= p < anchor_pos.
-  view window(int64_t anchor_pos) const;
+  // The held rows with anchor_pos - window <= p < anchor_pos.
+  rows window(int64_t anchor_pos) const;
+  // Row index past the newest held row: where a block's rows go.
+  int64_t end() const { return static_cast<int64_t>(pos_.size()); }
+  // Device pointers to row `row` of layer `layer`'s keys / values.
+  float* k(int layer, int64_t row) const { return at(k_, layer, row); }
+  float* v(int layer, int64_t row) const { return at(v_, layer, row); }
 
   int64_t size() const { return static_cast<int64_t>(pos_.size()) - first_; }
   // The held positions, oldest first.
@@ -38,12 +69,16 @@ class sequence_context {
   int64_t newest() const { return size() > 0 ? pos_.back() : -1; }
 
  private:
-  void evict();
+  float* at(const std::vector<std::unique_ptr<device_buffer>>& b, int layer, int64_t row) const;
+  void relocate(int64_t capacity);  // live rows to row 0 of buffers of `capacity` rows
 
-  int64_t kv_width_, window_;
-  int64_t first_ = 0;  // entries before it are evicted, erased in bulk once they pile up
-  std::vector<int64_t> pos_;
-  std::vector<std::vector<float>> k_, v_;  // per layer, [pos_.size(), kv_width]
+  backend* be_;
+  spare_buffers* spare_;
+  int64_t kv_width_, window_, block_;
+  int64_t capacity_ = 0;  // rows per buffer
+  int64_t first_ = 0;     // rows before it are evicted (their positions still in pos_)
+  std::vector<int64_t> pos_;  // position of each row [0, end())
+  std::vector<std::unique_ptr<device_buffer>> k_, v_;  // per layer, [capacity, kv_width] f32
 };
 
 }  // namespace tandem::dflash2

@@ -40,7 +40,7 @@ void dflash2_drafter::bind(const draft_target& t) {
   const std::string cfg_file = (weights_->dir() / "config.json").string();
   const auto refuse = [](const std::string& why) { throw config_error("drafter.plugin", "drafter.dflash2 " + why); };
   if (!t.be || !t.embedding || !t.lm_head) refuse("needs the target's backend, embedding table and head");
-  // Any backend: the products run there and the rest on the host (dflash2_device.hpp).
+  // Any backend: the network runs as its ops (the small ones have host defaults).
   if (t.be->activation_type() != dtype::f32)
     refuse("needs f32 activations from the target's backend (" + t.be->describe() + " has " +
            std::string(name(t.be->activation_type())) + ")");
@@ -61,13 +61,21 @@ void dflash2_drafter::bind(const draft_target& t) {
       refuse("needs the target's embedding and head as {" + std::to_string(c.target.vocab_size) + ", " +
              std::to_string(c.hidden_size) + "}, not {" + std::to_string(w->out_features()) + ", " +
              std::to_string(w->in_features()) + "}");
+  for (backend_op op : {backend_op::embed, backend_op::rms_norm, backend_op::linear, backend_op::rope,
+                        backend_op::gather_rows, backend_op::attention_full, backend_op::dynamic_conv, backend_op::top_k})
+    if (!t.be->supports(op)) refuse("needs op " + std::string(name(op)) + ", which " + t.be->describe() + " lacks");
+  seqs_.clear();
+  spare_.free.clear();  // buffers of an earlier backend
+  pass_.reset();
   model_ = dflash2_model::load(*weights_, *t.be, *t.embedding, *t.lm_head);
-  dev_ = std::make_unique<dflash2::device_rows>(*t.be);
+  pass_ = std::make_unique<dflash2::forward_pass>(*model_, *t.be);
+  be_ = t.be;
 }
 
 dflash2::sequence_context& dflash2_drafter::sequence(uint64_t seq_id) {
   const dflash2_config& c = weights_->config();
-  return seqs_.try_emplace(seq_id, c.num_layers, c.kv_width(), c.context_window).first->second;
+  return seqs_.try_emplace(seq_id, *be_, spare_, c.num_layers, c.kv_width(), c.context_window, c.block_size)
+      .first->second;
 }
 
 const dflash2::sequence_context* dflash2_drafter::context(uint64_t seq_id) const {
@@ -88,34 +96,34 @@ void dflash2_drafter::observe(uint64_t seq_id, int64_t first_pos, std::span<cons
       throw error("drafter.dflash2: observe() taps must each be [" + std::to_string(n) + ", " +
                   std::to_string(c.hidden_size) + "]");
   if (n == 0) return;
-  dflash2::sequence_context& seq = sequence(seq_id);
-  seq.crop(first_pos);  // recomputed rows (after a preemption) replace the held ones
 
   // Rows more than context_window before the newest can never be attended to again.
   const int64_t skip = std::max<int64_t>(0, n - (c.context_window + 1)), rows = n - skip;
-  const int64_t d = c.hidden_size, width = c.taps() * d;
-  std::vector<float> tap(static_cast<size_t>(rows * d)), t(static_cast<size_t>(rows * width));
-  for (int i = 0; i < c.taps(); ++i) {
-    tensor_view v = taps[static_cast<size_t>(i)];
+  std::vector<tensor_view> tail(taps.begin(), taps.end());
+  for (tensor_view& v : tail) {
+    if (v.type != dtype::f32)
+      throw error("drafter.dflash2: a tap is not [n, hidden] f32 rows (" + std::string(name(v.type)) + ")");
     v.data = static_cast<float*>(v.data) + skip * v.strides[0];
     v.shape[0] = rows;
-    dev_->to_host(v, tap.data());
-    for (int64_t r = 0; r < rows; ++r)
-      std::copy_n(tap.data() + r * d, d, t.data() + r * width + i * d);
   }
   std::vector<int64_t> positions(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) positions[static_cast<size_t>(r)] = first_pos + skip + r;
-  dflash2::context_rows kv = dflash2::compute_context(*model_, *dev_, t.data(), positions);
-  seq.append(positions, kv.k, kv.v);
+  dflash2::sequence_context& seq = sequence(seq_id);
+  seq.crop(first_pos);  // recomputed rows (after a preemption) replace the held ones
+  pass_->context(seq, tail, positions);
 }
 
-dflash2::block_output dflash2_drafter::draft_block(uint64_t seq_id, int32_t anchor, int64_t anchor_pos, int slots) {
+dflash2::block_output dflash2_drafter::draft_block(uint64_t seq_id, int32_t anchor, int64_t anchor_pos, int slots,
+                                                   bool logits) {
   if (!model_) throw error("drafter.dflash2: propose() before bind()");
   if (anchor < 0 || anchor >= weights_->config().target.vocab_size)
     throw error("drafter.dflash2: anchor token " + std::to_string(anchor) + " is outside the vocabulary");
-  const dflash2::sequence_context* seq = context(seq_id);
-  if (!seq) throw error("drafter.dflash2: sequence " + std::to_string(seq_id) + " has no context");
-  return dflash2::forward_block(*model_, *dev_, seq->window(anchor_pos), anchor, anchor_pos, slots);
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) throw error("drafter.dflash2: sequence " + std::to_string(seq_id) + " has no context");
+  // Rows at the anchor or later (a rollback the engine has not re-observed yet) cannot be
+  // this block's context; the next observe() brings them back.
+  it->second.crop(anchor_pos);
+  return pass_->block(it->second, anchor, anchor_pos, slots, logits);
 }
 
 std::vector<int32_t> dflash2_drafter::propose(uint64_t seq_id, const draft_context& ctx) {
@@ -126,7 +134,7 @@ std::vector<int32_t> dflash2_drafter::propose(uint64_t seq_id, const draft_conte
   // Nothing observed in reach (a sequence whose prompt the prefix cache served whole):
   // nothing to condition on.
   if (!seq || seq->window(anchor_pos).n == 0) return {};
-  return draft_block(seq_id, ctx.tokens.back(), anchor_pos, slots).draft;
+  return draft_block(seq_id, ctx.tokens.back(), anchor_pos, slots, /*logits=*/false).draft;
 }
 
 void dflash2_drafter::release(uint64_t seq_id, std::span<const int32_t>) { seqs_.erase(seq_id); }

@@ -5,9 +5,8 @@
 // attends to the sequence's context window and its own block, and the selector turns the
 // mask slots' logits into up to block_size - 1 draft tokens (propose).
 //
-// Runs on backend.cpu only for now: the block's products go through the target's backend,
-// but the attention, dynconv and selector are host code that a CUDA backend would need as
-// kernels.
+// Runs as ops of the target's backend, its state (each sequence's context keys and values)
+// in that backend's memory; only the selector's few candidates come back to the host.
 //
 //   dflash2_drafter d(dflash2_settings::from(cfg));   // reads and checks the directory
 //   d.bind(target);                                   // refuses a mismatched target
@@ -21,7 +20,6 @@
 #include <vector>
 
 #include "dflash2_context.hpp"
-#include "dflash2_device.hpp"
 #include "dflash2_forward.hpp"
 #include "dflash2_model.hpp"
 #include "dflash2_weights.hpp"
@@ -54,7 +52,7 @@ class dflash2_drafter final : public drafter {
 
   // For tests: the block forward behind propose (logits and drafts of `slots` mask slots),
   // and the held state.
-  dflash2::block_output draft_block(uint64_t seq_id, int32_t anchor, int64_t anchor_pos, int slots);
+  dflash2::block_output draft_block(uint64_t seq_id, int32_t anchor, int64_t anchor_pos, int slots, bool logits = true);
   const dflash2_config& config() const { return weights_->config(); }
   const dflash2::sequence_context* context(uint64_t seq_id) const;
   size_t live_sequences() const { return seqs_.size(); }
@@ -65,8 +63,10 @@ class dflash2_drafter final : public drafter {
   dflash2_settings s_;
   int k_ = 0;
   std::unique_ptr<dflash2_weights> weights_;
-  std::unique_ptr<dflash2_model> model_;       // set by bind()
-  std::unique_ptr<dflash2::device_rows> dev_;  // set by bind()
+  std::unique_ptr<dflash2_model> model_;          // set by bind()
+  std::unique_ptr<dflash2::forward_pass> pass_;   // set by bind()
+  backend* be_ = nullptr;                         // set by bind()
+  dflash2::spare_buffers spare_;                  // before seqs_: they give their buffers back
   std::map<uint64_t, dflash2::sequence_context> seqs_;
 };
 

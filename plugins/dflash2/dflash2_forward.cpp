@@ -1,9 +1,9 @@
 #include "dflash2_forward.hpp"
 
 #include <algorithm>
-#include <numeric>
+#include <cmath>
+#include <string>
 
-#include "dflash2_math.hpp"
 #include "dflash2_selector.hpp"
 #include "tandem/error.hpp"
 
@@ -11,82 +11,154 @@ namespace tandem::dflash2 {
 
 namespace {
 
-std::vector<float> rows_of(int64_t n, int64_t width) { return std::vector<float>(static_cast<size_t>(n * width)); }
+// The scratch buffers' slots.
+enum slot : size_t { s_h, s_x, s_u, s_taps, s_q, s_attn, s_gate, s_up, s_z, s_logits, s_g, s_top, s_ctx, s_pos, s_count };
 
-// u = dynconv(rms_norm(h, norm), base, proj) over the block's rows.
-std::vector<float> norm_conv(const dflash2_model& m, device_rows& dev, const std::vector<float>& h, int64_t rows,
-                             const std::vector<float>& norm, const linear_weight& proj, const std::vector<float>& base) {
-  const int64_t d = m.cfg.hidden_size;
-  std::vector<float> x = rows_of(rows, d), pu = rows_of(rows, 2 * m.cfg.groups()), u = rows_of(rows, d);
-  rms_norm(h.data(), rows, d, norm.data(), m.cfg.rms_norm_eps, x.data());
-  dev.linear(proj, x.data(), rows, pu.data());
-  dynconv(x.data(), pu.data(), base.data(), rows, d, m.cfg.conv_group_size, u.data());
-  return u;
-}
+rope_params rope_of(const dflash2_config& c) { return {.theta = c.rope_theta, .rotary_dims = 0, .neox = true}; }
 
 }  // namespace
 
-context_rows compute_context(const dflash2_model& m, device_rows& dev, const float* t, std::span<const int64_t> positions) {
-  const dflash2_config& c = m.cfg;
-  const auto n = static_cast<int64_t>(positions.size());
-  std::vector<float> ctx = rows_of(n, c.hidden_size);
-  dev.linear(*m.fc, t, n, ctx.data());
-  rms_norm(ctx.data(), n, c.hidden_size, m.hidden_norm.data(), c.rms_norm_eps, ctx.data());
-  context_rows out;
-  for (const dflash2_layer& l : m.layers) {
-    std::vector<float> k = rows_of(n, c.kv_width()), v = rows_of(n, c.kv_width());
-    dev.linears({{l.k_proj.get(), k.data()}, {l.v_proj.get(), v.data()}}, ctx.data(), n);
-    rope(k.data(), n, c.num_kv_heads, c.head_dim, positions, c.rope_theta);
-    out.k.push_back(std::move(k));
-    out.v.push_back(std::move(v));
-  }
-  return out;
+forward_pass::forward_pass(const dflash2_model& m, backend& be) : m_(m), be_(be), scratch_(s_count) {
+  const int64_t B = m.cfg.block_size;
+  zeros_ = be.alloc(static_cast<size_t>(B) * sizeof(int32_t));
+  const std::vector<int32_t> zeros(static_cast<size_t>(B), 0);
+  be.copy_to_device(zeros_->data(), zeros.data(), zeros.size() * sizeof(int32_t));
+  ids_ = be.alloc(static_cast<size_t>(B + 1) * sizeof(int32_t));
+  be.synchronize();
 }
 
-block_output forward_block(const dflash2_model& m, device_rows& dev, const sequence_context::view& context,
-                           int32_t anchor, int64_t anchor_pos, int slots) {
-  const dflash2_config& c = m.cfg;
-  const int64_t B = c.block_size, d = c.hidden_size;
+float* forward_pass::scratch(size_t i, int64_t floats) {
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float);
+  std::unique_ptr<device_buffer>& b = scratch_[i];
+  if (!b || b->size() < bytes) {
+    if (b) be_.synchronize();  // work queued on the old buffer finishes first
+    b = be_.alloc(bytes + bytes / 2);
+  }
+  return static_cast<float*>(b->data());
+}
+
+tensor_view forward_pass::rows(float* p, int64_t n, int64_t cols) const {
+  return tensor_view::contiguous(p, dtype::f32, {n, cols}, be_.dev());
+}
+
+void forward_pass::context(sequence_context& seq, std::span<const tensor_view> taps, std::span<const int64_t> positions) {
+  const dflash2_config& c = m_.cfg;
+  const auto n = static_cast<int64_t>(positions.size());
+  if (n == 0) return;
+  const int64_t d = c.hidden_size, kv = c.kv_width();
+  const int64_t at = seq.reserve(n, positions.back());
+
+  // c_j = rms_norm(fc · concat(taps_j)) = rms_norm(sum_i fc_i · tap_i).
+  const tensor_view ctx = rows(scratch(s_ctx, n * d), n, d);
+  for (size_t i = 0; i < taps.size(); ++i)
+    be_.linear_fused(*m_.fc[i], taps[i], {}, ctx, /*accumulate=*/i > 0);
+  be_.rms_norm(ctx, tensor_view::contiguous(m_.hidden_norm->data(), dtype::f32, {d}, be_.dev()), c.rms_norm_eps, ctx);
+
+  auto* pos = reinterpret_cast<int32_t*>(scratch(s_pos, n));
+  std::vector<int32_t> host_pos(positions.begin(), positions.end());
+  be_.copy_to_device(pos, host_pos.data(), host_pos.size() * sizeof(int32_t));
+  const tensor_view pv = tensor_view::contiguous(pos, dtype::i32, {n}, be_.dev());
+  for (int l = 0; l < c.num_layers; ++l) {
+    const dflash2_layer& w = m_.layers[static_cast<size_t>(l)];
+    be_.linear(*w.k_proj, ctx, rows(seq.k(l, at), n, kv));
+    be_.linear(*w.v_proj, ctx, rows(seq.v(l, at), n, kv));
+    be_.rope(tensor_view::contiguous(seq.k(l, at), dtype::f32, {n, c.num_kv_heads, c.head_dim}, be_.dev()), pv,
+             rope_of(c));
+  }
+  seq.commit(positions);
+  be_.synchronize();  // host_pos dies here
+}
+
+block_output forward_pass::block(sequence_context& seq, int32_t anchor, int64_t anchor_pos, int slots, bool logits) {
+  const dflash2_config& c = m_.cfg;
+  const int64_t B = c.block_size, d = c.hidden_size, G2 = 2 * c.groups(), F = c.intermediate_size;
+  const int64_t qw = c.q_width(), kv = c.kv_width(), V = c.target.vocab_size, R = c.selector_rank;
   if (slots < 1 || slots > B - 1)
     throw error("drafter.dflash2: a block drafts 1.." + std::to_string(B - 1) + " tokens, not " + std::to_string(slots));
+  const sequence_context::rows w = seq.window(anchor_pos);
+  if (w.first + w.n != seq.end())
+    throw error("drafter.dflash2: a block at position " + std::to_string(anchor_pos) +
+                " with context held past it (newest " + std::to_string(seq.newest()) + ")");
+  const int64_t at = seq.end(), m = w.n + B;  // the block's rows follow the window's
+
+  // The anchor and the block's positions, in one copy.
+  std::vector<int32_t> ids(static_cast<size_t>(B + 1));
+  ids[0] = anchor;
+  for (int64_t k = 0; k < B; ++k) ids[static_cast<size_t>(k + 1)] = static_cast<int32_t>(anchor_pos + k);
+  be_.copy_to_device(ids_->data(), ids.data(), ids.size() * sizeof(int32_t));
+  auto* idp = static_cast<int32_t*>(ids_->data());
+  const tensor_view pv = tensor_view::contiguous(idp + 1, dtype::i32, {B}, be_.dev());
+  const auto vec = [&](const std::unique_ptr<device_buffer>& b) {
+    return tensor_view::contiguous(b->data(), dtype::f32, {d}, be_.dev());
+  };
 
   // h_0 = the target's embedding of the anchor; h_k = mask_embedding.
-  std::vector<float> h = rows_of(B, d);
-  dev.embed(*m.embedding, &anchor, 1, h.data());
-  for (int64_t k = 1; k < B; ++k) std::copy(m.mask_embedding.begin(), m.mask_embedding.end(), h.begin() + k * d);
-  std::vector<int64_t> positions(static_cast<size_t>(B));
-  std::iota(positions.begin(), positions.end(), anchor_pos);
+  float* h = scratch(s_h, B * d);
+  be_.embed(*m_.embedding, tensor_view::contiguous(idp, dtype::i32, {1}, be_.dev()), rows(h, 1, d));
+  be_.gather_rows(rows(static_cast<float*>(m_.mask_embedding->data()), 1, d),
+                  tensor_view::contiguous(zeros_->data(), dtype::i32, {B - 1}, be_.dev()), rows(h + d, B - 1, d));
 
-  const attention_shape shape{c.num_heads, c.num_kv_heads, c.head_dim};
-  std::vector<float> q = rows_of(B, c.q_width()), kb = rows_of(B, c.kv_width()), vb = rows_of(B, c.kv_width());
-  std::vector<float> attn = rows_of(B, c.q_width()), delta = rows_of(B, d);
-  std::vector<float> gate = rows_of(B, c.intermediate_size), up = rows_of(B, c.intermediate_size);
-  for (size_t i = 0; i < m.layers.size(); ++i) {
-    const dflash2_layer& l = m.layers[i];
-    const std::vector<float> u = norm_conv(m, dev, h, B, l.input_norm, *l.conv_attn_proj, l.conv_attn_base);
-    dev.linears({{l.q_proj.get(), q.data()}, {l.k_proj.get(), kb.data()}, {l.v_proj.get(), vb.data()}}, u.data(), B);
-    rope(q.data(), B, c.num_heads, c.head_dim, positions, c.rope_theta);
-    rope(kb.data(), B, c.num_kv_heads, c.head_dim, positions, c.rope_theta);
-    attention(q.data(), B, {context.k[i], context.v[i], context.n}, {kb.data(), vb.data(), B}, shape, attn.data());
-    dev.linear(*l.o_proj, attn.data(), B, delta.data());
-    add_inplace(h.data(), delta.data(), B * d);
+  const tensor_view hv = rows(h, B, d), xv = rows(scratch(s_x, B * d), B, d), uv = rows(scratch(s_u, B * d), B, d);
+  const tensor_view tv = rows(scratch(s_taps, B * G2), B, G2);
+  const tensor_view qv = rows(scratch(s_q, B * qw), B, qw), av = rows(scratch(s_attn, B * qw), B, qw);
+  const tensor_view gv = rows(scratch(s_gate, B * F), B, F), upv = rows(scratch(s_up, B * F), B, F);
+  const auto heads = [&](const tensor_view& v, int64_t n, int nh) {
+    return tensor_view::contiguous(v.data, dtype::f32, {n, nh, c.head_dim}, be_.dev());
+  };
+  // u = dynconv(rms_norm(h, norm), base, proj)
+  const auto norm_conv = [&](const std::unique_ptr<device_buffer>& norm, const linear_weight& proj,
+                             const std::unique_ptr<device_buffer>& base) {
+    be_.rms_norm(hv, vec(norm), c.rms_norm_eps, xv);
+    be_.linear(proj, xv, tv);
+    be_.dynamic_conv(xv, tv, tensor_view::contiguous(base->data(), dtype::f32, {c.groups(), 2}, be_.dev()), uv);
+  };
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  for (int l = 0; l < c.num_layers; ++l) {
+    const dflash2_layer& lw = m_.layers[static_cast<size_t>(l)];
+    norm_conv(lw.input_norm, *lw.conv_attn_proj, lw.conv_attn_base);
+    const tensor_view kb = rows(seq.k(l, at), B, kv), vb = rows(seq.v(l, at), B, kv);
+    be_.linear(*lw.q_proj, uv, qv);
+    be_.linear(*lw.k_proj, uv, kb);
+    be_.linear(*lw.v_proj, uv, vb);
+    be_.rope(heads(qv, B, c.num_heads), pv, rope_of(c));
+    be_.rope(heads(kb, B, c.num_kv_heads), pv, rope_of(c));
+    // Every block query over the window and the whole block: one run of rows.
+    be_.attention_full(heads(qv, B, c.num_heads),
+                       tensor_view::contiguous(seq.k(l, w.first), dtype::f32, {m, c.num_kv_heads, c.head_dim}, be_.dev()),
+                       tensor_view::contiguous(seq.v(l, w.first), dtype::f32, {m, c.num_kv_heads, c.head_dim}, be_.dev()),
+                       scale, heads(av, B, c.num_heads));
+    be_.linear_fused(*lw.o_proj, av, {}, hv, /*accumulate=*/true);
 
-    const std::vector<float> w = norm_conv(m, dev, h, B, l.post_norm, *l.conv_mlp_proj, l.conv_mlp_base);
-    dev.linears({{l.gate_proj.get(), gate.data()}, {l.up_proj.get(), up.data()}}, w.data(), B);
-    silu_mul(gate.data(), up.data(), B * c.intermediate_size, gate.data());
-    dev.linear(*l.down_proj, gate.data(), B, delta.data());
-    add_inplace(h.data(), delta.data(), B * d);
+    norm_conv(lw.post_norm, *lw.conv_mlp_proj, lw.conv_mlp_base);
+    be_.linear(*lw.gate_proj, uv, gv);
+    be_.linear(*lw.up_proj, uv, upv);
+    linear_prologue gate{.k = linear_prologue::kind::silu_mul, .norm_weight = {}, .eps = 0.0f, .up = upv};
+    be_.linear_fused(*lw.down_proj, gv, gate, hv, /*accumulate=*/true);
   }
 
   // Only the slots asked for go through the head: it is the block's largest product.
-  std::vector<float> z = rows_of(slots, d);
-  rms_norm(h.data() + d, slots, d, m.norm.data(), c.rms_norm_eps, z.data());
+  const int K = static_cast<int>(std::min<int64_t>(c.selector_top_k, V));
+  const tensor_view zv = rows(scratch(s_z, slots * d), slots, d), lv = rows(scratch(s_logits, slots * V), slots, V);
+  const tensor_view g = rows(scratch(s_g, slots * R), slots, R);
+  float* top = scratch(s_top, 2 * slots * K);  // ids (as i32), then values
+  be_.rms_norm(rows(h + d, slots, d), vec(m_.norm), c.rms_norm_eps, zv);
+  be_.linear(*m_.lm_head, zv, lv);
+  be_.linear(*m_.selector_proj, zv, g);
+  be_.top_k(lv, K, tensor_view::contiguous(top, dtype::i32, {slots, K}, be_.dev()),
+            tensor_view::contiguous(top + slots * K, dtype::f32, {slots, K}, be_.dev()));
+
+  std::vector<int32_t> cand(static_cast<size_t>(slots * K));
+  std::vector<float> cand_logits(cand.size()), gh(static_cast<size_t>(slots * R));
+  be_.copy_to_host(cand.data(), top, cand.size() * sizeof(int32_t));
+  be_.copy_to_host(cand_logits.data(), top + slots * K, cand_logits.size() * sizeof(float));
+  be_.copy_to_host(gh.data(), g.data, gh.size() * sizeof(float));
   block_output out;
-  out.logits = rows_of(slots, c.target.vocab_size);
-  std::vector<float> g = rows_of(slots, c.selector_rank);
-  dev.linears({{m.lm_head, out.logits.data()}, {m.selector_proj.get(), g.data()}}, z.data(), slots);
-  out.draft = select_draft({out.logits.data(), g.data(), m.codebook.data(), c.target.vocab_size, c.selector_rank,
-                            c.selector_top_k, slots},
+  if (logits) {
+    out.logits.resize(static_cast<size_t>(slots * V));
+    be_.copy_to_host(out.logits.data(), lv.data, out.logits.size() * sizeof(float));
+  }
+  be_.synchronize();  // the one wait of a block
+  out.draft = select_draft({cand.data(), cand_logits.data(), K, gh.data(), m_.codebook.data(), c.selector_rank, slots},
                            anchor);
   return out;
 }

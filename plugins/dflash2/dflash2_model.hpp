@@ -1,7 +1,8 @@
 #pragma once
-// The drafter's weights prepared on the target's backend: the big matrices as the backend's
-// linear weights, the vectors (norms, conv bases, mask embedding, selector codebook) as f32
-// host arrays for the host-side operations. Shares the target's embedding table and head.
+// The drafter's weights prepared on the target's backend: the matrices as the backend's
+// linear weights, the vectors (norms, conv bases, mask embedding) as f32 buffers there, and
+// the selector codebook on the host (the selector scores its few candidates there). Shares
+// the target's embedding table and head.
 #include <memory>
 #include <vector>
 
@@ -13,16 +14,20 @@ namespace tandem {
 class dflash2_weights;
 
 struct dflash2_layer {
-  std::vector<float> input_norm, conv_attn_base, post_norm, conv_mlp_base;
+  std::unique_ptr<device_buffer> input_norm, conv_attn_base, post_norm, conv_mlp_base;  // f32
   std::unique_ptr<linear_weight> conv_attn_proj, q_proj, k_proj, v_proj, o_proj;
   std::unique_ptr<linear_weight> conv_mlp_proj, gate_proj, up_proj, down_proj;
 };
 
 struct dflash2_model {
   dflash2_config cfg;
-  std::unique_ptr<linear_weight> fc, selector_proj;
-  std::vector<float> hidden_norm, mask_embedding, norm;
-  std::vector<float> codebook;  // [vocab, selector_rank]
+  // fc {d, T*d} split by columns into one {d, d} part per tap: fc · concat(taps) is the sum
+  // of fc_i · tap_i, so the taps never need copying side by side.
+  std::vector<std::unique_ptr<linear_weight>> fc;
+  std::vector<std::vector<float>> fc_host;  // the parts' f32 values (backend.cpu reads them in place)
+  std::unique_ptr<linear_weight> selector_proj;
+  std::unique_ptr<device_buffer> hidden_norm, mask_embedding, norm;  // f32 [d]
+  std::vector<float> codebook;  // host [vocab, selector_rank]
   std::vector<dflash2_layer> layers;
   const linear_weight* embedding = nullptr;  // the target's {vocab, hidden}
   const linear_weight* lm_head = nullptr;    // the target's {vocab, hidden}
