@@ -23,7 +23,7 @@ tandem::plugin_object* create(const tandem::plugin_context& ctx) {
 
 const tandem::plugin_descriptor descriptor{
     tandem::plugin_api_version, "drafter.dflash2", tandem::plugin_interface::drafter,
-    "DFlash2 block drafter conditioned on the target's hidden states (products on the target's backend, attention / dynconv / selector on the host)",
+    "DFlash2 block drafter conditioned on the target's hidden states (runs as the target backend's ops; the candidate selector on the host)",
     keys, std::size(keys), nullptr, &create};
 
 }  // namespace
