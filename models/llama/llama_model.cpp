@@ -145,14 +145,21 @@ tensor_view llama_model::norm_view(const device_buffer& b) const {
   return tensor_view::contiguous(b.data(), dtype::f32, {hp_.hidden}, be_.dev());
 }
 
-// A step is recordable when every sequence decodes one token and samples it, and the
-// batch fits a recorded size: then it is padded to that size, its page table gets a fixed
-// width (the context length in pages), and the backend may replay a recorded graph.
-int64_t llama_model::decode_batch(const step_plan& plan, bool all_logits) const {
-  if (!records_ || all_logits || !taps_.empty() || plan.seqs.empty()) return 0;
-  for (const auto& s : plan.seqs)
-    if (s.tokens.size() != 1 || !s.sample) return 0;
-  return recorded_batch_size(static_cast<int64_t>(plan.seqs.size()));
+// A step is recordable when every sequence samples every row it computes: a decode step
+// (one token each) is padded to a recorded batch size; a verify step (a token and its
+// draft each) of at most verify_max_seqs sequences is recorded at its own shape, so small
+// batches keep their CUDA graphs while they speculate. The page table gets a fixed width
+// (the context length in pages), and the backend may replay a recorded step.
+int64_t llama_model::recorded_seqs(const step_plan& plan, bool all_logits) const {
+  if (!records_ || all_logits || plan.seqs.empty()) return 0;
+  bool verify = false;
+  for (const auto& s : plan.seqs) {
+    if (!s.sample || s.logit_rows != static_cast<int32_t>(s.tokens.size())) return 0;
+    verify |= s.tokens.size() > 1;
+  }
+  const auto n = static_cast<int64_t>(plan.seqs.size());
+  if (verify) return n <= verify_max_seqs ? n : 0;
+  return recorded_batch_size(n);
 }
 
 void llama_model::forward(const step_plan& plan, const forward_options& opt) {
@@ -163,9 +170,10 @@ void llama_model::forward(const step_plan& plan, const forward_options& opt) {
       throw error("llama_model: hidden state of layer " + std::to_string(l) + " asked, the model has " +
                   std::to_string(hp_full_.n_layers));
   tp_.pp.require_last_stage(opt.hidden_layers, hp_full_.n_layers);
+  if (opt.hidden_layers != taps_) ++record_epoch_;  // recorded steps copy the old taps
   taps_ = opt.hidden_layers;
   const int page = kv_->layout().page_size;
-  const int64_t padded = decode_batch(plan, all_logits);
+  const int64_t padded = recorded_seqs(plan, all_logits);
   step_inputs in = make_step_inputs(plan, page, hp_.vocab, all_logits,
                                     padded > 0 ? (hp_.context + page - 1) / page : 1, padded);
   auto& [ids, pos, slots, qstart, lens, rows, table, max_pages] = in;
@@ -202,12 +210,16 @@ void llama_model::forward(const step_plan& plan, const forward_options& opt) {
     taps_slots_ = std::max(taps_slots_, n_taps);
     taps_buf_ = be_.alloc(static_cast<size_t>(taps_slots_ * taps_capacity_ * hp_.hidden) *
                           traits(be_.activation_type()).block_bytes);
+    ++record_epoch_;  // recorded steps wrote to the old buffer
   }
-  if (padded == 0) return run_layers(static_cast<int>(n));
   // The key names everything the recorded kernels captured: buffer addresses (workspace
-  // generation), batch size and page-table width.
-  const uint64_t key = ws_.generation() << 40 | static_cast<uint64_t>(max_pages) << 8 |
-                       static_cast<uint64_t>(padded);
+  // generation and the taps' epoch, both only ever grow), sequences, token rows and the
+  // page-table width. A step whose numbers do not fit the key runs eagerly.
+  const uint64_t epoch = ws_.generation() + record_epoch_;
+  if (padded == 0 || n >= (1 << 12) || padded >= (1 << 8) || max_pages >= (1 << 20) || epoch >= (1 << 24))
+    return run_layers(static_cast<int>(n));
+  const uint64_t key = epoch << 40 | static_cast<uint64_t>(max_pages) << 20 | static_cast<uint64_t>(padded) << 12 |
+                       static_cast<uint64_t>(n);
   be_.run_recorded(key, [this, n] { run_layers(static_cast<int>(n)); });
 }
 
@@ -285,20 +297,21 @@ void llama_model::run_layers_fused(int n) {
 // The residual stream after layer l is x + proj (the add is fused into the next norm), so
 // a tap adds them into its slice.
 void llama_model::keep_hidden(int l, int n) {
-  for (size_t i = 0; i < taps_.size(); ++i) {
-    if (taps_[i] != l) continue;
-    const tensor_view out = hidden_states(static_cast<int>(i));
-    be_.add(ws_.x(n), ws_.proj(n), out);
-  }
+  for (size_t i = 0; i < taps_.size(); ++i)
+    if (taps_[i] == l) be_.add(ws_.x(n), ws_.proj(n), tap_rows(static_cast<int>(i), n));  // padding rows too
+}
+
+tensor_view llama_model::tap_rows(int i, int64_t rows) const {
+  const size_t el = traits(be_.activation_type()).block_bytes;
+  char* base = static_cast<char*>(taps_buf_->data()) + static_cast<size_t>(i) * taps_capacity_ * hp_.hidden * el;
+  return tensor_view::contiguous(base, be_.activation_type(), {rows, hp_.hidden}, be_.dev());
 }
 
 tensor_view llama_model::hidden_states(int i) const {
   if (i < 0) return ws_.x(n_tokens_);
   if (i >= static_cast<int>(taps_.size()))
     throw error("llama_model: hidden state " + std::to_string(i) + " was not asked for in the last forward");
-  const size_t el = traits(be_.activation_type()).block_bytes;
-  char* base = static_cast<char*>(taps_buf_->data()) + static_cast<size_t>(i) * taps_capacity_ * hp_.hidden * el;
-  return tensor_view::contiguous(base, be_.activation_type(), {n_tokens_, hp_.hidden}, be_.dev());
+  return tap_rows(i, n_tokens_);
 }
 
 // Under a tensor split the head holds this rank's slice of the vocabulary, and under a

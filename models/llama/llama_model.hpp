@@ -13,7 +13,9 @@
 //
 // On a backend that records steps (CUDA graphs), pure decode steps are padded to a fixed
 // set of batch sizes with a fixed page-table width and run through run_recorded(), so the
-// same recorded step serves every decode step of that size.
+// same recorded step serves every decode step of that size; verify steps of small batches
+// (a token and its draft per sequence) are recorded at their own shape, hidden-state taps
+// included.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -94,7 +96,10 @@ class llama_model final : public model {
   // The same layers through backend::linear_fused (see fused_linears_).
   void run_layers_fused(int n_tokens);
   void keep_hidden(int layer, int n_tokens);  // copies x after `layer` when it is a tap
-  int64_t decode_batch(const step_plan& plan, bool all_logits) const;  // padded size, 0 = eager
+  tensor_view tap_rows(int i, int64_t rows) const;  // rows of taps_[i]'s slot
+  // Sequences of the recorded step (a decode step padded), 0 = eager.
+  int64_t recorded_seqs(const step_plan& plan, bool all_logits) const;
+  static constexpr int64_t verify_max_seqs = 8;  // larger verify steps run eagerly
   tensor_view norm_view(const device_buffer& b) const;
 
   rope_params rope_;  // what attention() rotates q and k by
@@ -120,6 +125,7 @@ class llama_model final : public model {
   std::vector<int> taps_;              // forward_options::hidden_layers of the last forward
   std::unique_ptr<device_buffer> taps_buf_;  // [slots, capacity, hidden]
   int64_t taps_capacity_ = 0, taps_slots_ = 0;
+  uint64_t record_epoch_ = 0;  // bumped when the taps or their buffer change (part of the key)
   int n_tokens_ = 0;       // real token rows of the last step
   int64_t n_rows_ = 0;     // logits rows the caller sees (sampled or all)
   int64_t n_logits_ = 0;   // logits rows computed (n_rows_ plus padding rows)
