@@ -47,6 +47,12 @@ void forward_pass::context(sequence_context& seq, std::span<const tensor_view> t
   if (n == 0) return;
   const int64_t d = c.hidden_size, kv = c.kv_width();
   const int64_t at = seq.reserve(n, positions.back());
+  // First, while the stream is idle: a copy from pageable memory waits for the stream. The
+  // source may be reused once copy_to_device returns (as the models' step inputs are).
+  auto* pos = reinterpret_cast<int32_t*>(scratch(s_pos, n));
+  const std::vector<int32_t> host_pos(positions.begin(), positions.end());
+  be_.copy_to_device(pos, host_pos.data(), host_pos.size() * sizeof(int32_t));
+  const tensor_view pv = tensor_view::contiguous(pos, dtype::i32, {n}, be_.dev());
 
   // c_j = rms_norm(fc · concat(taps_j)) = rms_norm(sum_i fc_i · tap_i).
   const tensor_view ctx = rows(scratch(s_ctx, n * d), n, d);
@@ -54,10 +60,6 @@ void forward_pass::context(sequence_context& seq, std::span<const tensor_view> t
     be_.linear_fused(*m_.fc[i], taps[i], {}, ctx, /*accumulate=*/i > 0);
   be_.rms_norm(ctx, tensor_view::contiguous(m_.hidden_norm->data(), dtype::f32, {d}, be_.dev()), c.rms_norm_eps, ctx);
 
-  auto* pos = reinterpret_cast<int32_t*>(scratch(s_pos, n));
-  std::vector<int32_t> host_pos(positions.begin(), positions.end());
-  be_.copy_to_device(pos, host_pos.data(), host_pos.size() * sizeof(int32_t));
-  const tensor_view pv = tensor_view::contiguous(pos, dtype::i32, {n}, be_.dev());
   for (int l = 0; l < c.num_layers; ++l) {
     const dflash2_layer& w = m_.layers[static_cast<size_t>(l)];
     be_.linear(*w.k_proj, ctx, rows(seq.k(l, at), n, kv));
@@ -66,7 +68,6 @@ void forward_pass::context(sequence_context& seq, std::span<const tensor_view> t
              rope_of(c));
   }
   seq.commit(positions);
-  be_.synchronize();  // host_pos dies here
 }
 
 block_output forward_pass::block(sequence_context& seq, int32_t anchor, int64_t anchor_pos, int slots, bool logits) {
