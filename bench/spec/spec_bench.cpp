@@ -11,6 +11,7 @@
 // the model's end of turn, as the API's do (a JSON answer is ~70 tokens of the default
 // model's, a count to 200 runs to --tokens); --ignore-eos generates --tokens every time, past
 // the answer into text no drafter was trained on (the figures before 2026-12-05 did that).
+// drafter_share: the drafter's propose() and observe() calls over the engine's step time.
 //
 //   build/bench/spec/bench_spec --pipeline pipelines/cpu.yaml --tokens 128 --batch 1 --batch 8
 //   build/bench/spec/bench_spec --pipeline pipelines/default.yaml --backend cuda --batch 1 --batch 8
@@ -102,6 +103,7 @@ measurement run(runtime& rt, const std::string& prompt, int batch, int gen, bool
 struct tally {
   std::vector<double> tps, ratio, cpu_ratio;  // cpu_ratio: tokens per CPU second, against none
   double drafts = 0, accepted = 0, proposed = 0;
+  double step_s = 0, drafter_s = 0;  // engine step time, and the drafter's calls in it
   std::vector<double> per_pos;
   int64_t tokens = 0;
 
@@ -113,6 +115,9 @@ struct tally {
     drafts += static_cast<double>(m.stats.spec_drafts - before.spec_drafts);
     accepted += static_cast<double>(m.stats.spec_accepted_tokens - before.spec_accepted_tokens);
     proposed += static_cast<double>(m.stats.spec_draft_tokens - before.spec_draft_tokens);
+    step_s += m.stats.step_seconds - before.step_seconds;
+    drafter_s += m.stats.spec_propose_seconds - before.spec_propose_seconds + m.stats.spec_observe_seconds -
+                 before.spec_observe_seconds;
     if (per_pos.size() < m.stats.spec_accepted_per_pos.size()) per_pos.resize(m.stats.spec_accepted_per_pos.size());
     for (size_t i = 0; i < m.stats.spec_accepted_per_pos.size(); ++i) {
       const uint64_t was = i < before.spec_accepted_per_pos.size() ? before.spec_accepted_per_pos[i] : 0;
@@ -245,18 +250,20 @@ int main(int argc, char** argv) {
           for (size_t i = 0; i < y.per_pos.size(); ++i)
             per_pos += fmt::format("{}{:.3f}", i ? "," : "", y.drafts > 0 ? y.per_pos[i] / y.drafts : 0);
           const double tau = y.drafts > 0 ? 1 + y.accepted / y.drafts : 1;
+          const double drafter_share = y.step_s > 0 ? y.drafter_s / y.step_s : 0;
           std::printf(
               "{\"task\":\"%s\",\"drafter\":\"%s\",\"batch\":%d,\"rounds\":%d,\"tokens\":%lld,"
               "\"decode_tok_s\":%.2f,\"speedup\":%.3f,\"speedup_cpu_time\":%.3f,\"tau\":%.3f,\"drafts\":%.0f,\"draft_tokens\":%.0f,"
-              "\"accepted\":%.0f,\"per_position\":[%s]}\n",
+              "\"accepted\":%.0f,\"per_position\":[%s],\"drafter_share\":%.3f}\n",
               t.name.c_str(), d.name.c_str(), batch, rounds, static_cast<long long>(y.tokens), median(y.tps),
-              median(y.ratio), median(y.cpu_ratio), tau, y.drafts, y.proposed, y.accepted, per_pos.c_str());
+              median(y.ratio), median(y.cpu_ratio), tau, y.drafts, y.proposed, y.accepted, per_pos.c_str(),
+              drafter_share);
           std::fflush(stdout);
           std::cerr << fmt::format(
               "{:6} {:13} batch {:2}: {:8.1f} tok/s  x{:.2f}  per CPU-s x{:.2f} (medians of {})  tau {:.2f}  "
-              "accepted {:.0f}/{:.0f}  tokens {}\n",
+              "accepted {:.0f}/{:.0f}  tokens {}  drafter {:.0f}% of step time\n",
               t.name, d.name, batch, median(y.tps), median(y.ratio), median(y.cpu_ratio), rounds, tau, y.accepted,
-              y.proposed, y.tokens);
+              y.proposed, y.tokens, 100 * drafter_share);
         }
     }
   } catch (const std::exception& e) {

@@ -88,6 +88,9 @@ struct engine_stats {
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
   std::vector<uint64_t> spec_accepted_per_pos;
+  // Wall seconds: every engine step, and of them the drafter's propose() and observe() calls
+  // (what drafting costs beside the verify rows).
+  double step_seconds = 0, spec_propose_seconds = 0, spec_observe_seconds = 0;
   size_t running = 0, waiting = 0;
   int64_t kv_pages_used = 0, kv_pages_cached = 0, kv_pages_total = 0;
 };

@@ -119,7 +119,9 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
   if (!draft_taps.empty()) observe_committed(plan, scheduled, start, committed);
   // The adaptive draft length weighs drafts against measured step times (spec_control.hpp);
   // a step that brought every row's logits to the host is not a decode step's cost.
-  if (!prompt_rows) drafting.record_step(plan.n_tokens(), now() - started);
+  const double took = now() - started;
+  if (!prompt_rows) drafting.record_step(plan.n_tokens(), took);
+  st.step_seconds += took;
   log_speculation();
 }
 

@@ -72,7 +72,9 @@ std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector
     ctx.tokens = s.tokens;
     ctx.prompt_len = s.prompt_len;
     ctx.max_draft = k;
+    const double asked = now();
     std::vector<int32_t> draft = d->propose(s.id, ctx);
+    st.spec_propose_seconds += now() - asked;
     if (static_cast<int64_t>(draft.size()) > k)
       throw error(fmt::format("the drafter proposed {} tokens, at most {} were asked for", draft.size(), k));
     for (int32_t t : draft)
@@ -170,10 +172,20 @@ void engine::impl::observe_committed(const step_plan& plan, const std::vector<se
         v.shape[0] = committed[i];
         taps[t] = v;
       }
+      const double t = now();
       p.drafter->observe(scheduled[i]->id, start[i], taps);
+      st.spec_observe_seconds += now() - t;
     }
     row += rows;
   }
+}
+
+// Percent of the engine's step time (since `before`) spent in the drafter's calls.
+static double drafter_share(const engine_stats& now, const engine_stats& before) {
+  const double steps = now.step_seconds - before.step_seconds;
+  const double drafter = now.spec_propose_seconds - before.spec_propose_seconds + now.spec_observe_seconds -
+                         before.spec_observe_seconds;
+  return steps > 0 ? 100.0 * drafter / steps : 0.0;
 }
 
 // vLLM's periodic spec-decode line: mean acceptance length = 1 + accepted / drafts over the
@@ -192,14 +204,18 @@ void engine::impl::log_speculation() {
   }
   default_logger().info(fmt::format(
       "speculative decoding: mean acceptance length {:.2f}, accepted {} of {} draft tokens ({:.1f}%), "
-      "per-position acceptance rate [{}]",
+      "per-position acceptance rate [{}], drafter {:.0f}% of step time",
       1.0 + static_cast<double>(accepted) / drafts, accepted, proposed,
-      proposed ? 100.0 * static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0, per_pos));
+      proposed ? 100.0 * static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0, per_pos,
+      drafter_share(st, spec_logged)));
   spec_logged_s = t;
   spec_logged.spec_drafts = st.spec_drafts;
   spec_logged.spec_draft_tokens = st.spec_draft_tokens;
   spec_logged.spec_accepted_tokens = st.spec_accepted_tokens;
   spec_logged.spec_accepted_per_pos = st.spec_accepted_per_pos;
+  spec_logged.step_seconds = st.step_seconds;
+  spec_logged.spec_propose_seconds = st.spec_propose_seconds;
+  spec_logged.spec_observe_seconds = st.spec_observe_seconds;
 }
 
 }  // namespace tandem
