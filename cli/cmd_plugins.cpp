@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.hpp"
@@ -30,7 +31,8 @@ po::options_description plugins_options() {
       "'backend: auto' the backend.* libraries.)\nOptions");
   d.add_options()
       ("help,h", "show this help")
-      ("schema", "also print every setting: type, default, range or choices, env variable");
+      ("schema", "also print every setting: type, default, range or choices, env variable, "
+                 "and the other settings it needs to have any effect (only if)");
   add_plugin_path_option(d);
   return d;
 }
@@ -42,7 +44,31 @@ std::string number(double v) {
   return buf;
 }
 
-// "  max_batch  int 1..4096 = 16  [env MAX_BATCH]" and the description on the next line.
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// config_key::only_if as "a=x, b!=y" (its spaces are free; the host checked its form).
+std::string conditions(std::string_view only_if) {
+  std::string out;
+  while (true) {
+    const size_t comma = only_if.find(',');
+    const std::string_view cond = trim(only_if.substr(0, comma));
+    const size_t eq = cond.find('=');
+    const size_t op = eq != std::string_view::npos && eq > 0 && cond[eq - 1] == '!' ? eq - 1 : eq;
+    out += out.empty() ? "" : ", ";
+    if (eq == std::string_view::npos) out += cond;
+    else out += std::string(trim(cond.substr(0, op))) + std::string(cond.substr(op, eq + 1 - op)) +
+                std::string(trim(cond.substr(eq + 1)));
+    if (comma == std::string_view::npos) return out;
+    only_if.remove_prefix(comma + 1);
+  }
+}
+
+// "  max_batch  int 1..4096 = 16  [env MAX_BATCH]  [only if K=V]" and the description on
+// the next line.
 void print_schema(config_schema keys) {
   if (keys.empty()) std::cout << "    (no settings)\n";
   for (const config_key& k : keys) {
@@ -56,6 +82,7 @@ void print_schema(config_schema keys) {
     else
       std::cout << " (required)";
     if (k.env) std::cout << "  [env " << k.env << "]";
+    if (k.only_if) std::cout << "  [only if " << conditions(k.only_if) << "]";
     std::cout << "\n        " << (k.description ? k.description : "") << '\n';
   }
 }

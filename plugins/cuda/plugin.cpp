@@ -17,11 +17,12 @@ const config_key keys[] = {
      "memory budget for KV and workspace in MiB; 0 = memory_utilization of the free GPU memory", 0, 1 << 24},
     {"memory_utilization", config_type::number, "0.9",
      "share of the GPU memory free after the weights (less 1 GiB kept for step workspaces) that the KV "
-     "pool may take when engine.kv_tokens is 0 and memory_mb is 0 (vLLM's --gpu-memory-utilization)",
-     0.01, 1},
+     "pool may take when engine.kv_tokens is 0 (vLLM's --gpu-memory-utilization)",
+     0.01, 1, nullptr, nullptr, "memory_mb=0"},
     {"graphs", config_type::boolean, "true", "record decode steps as CUDA graphs and replay them"},
     {"gemm", config_type::boolean, "true",
-     "f16 tensor-core GEMM for steps of more tokens than the GEMV takes (32 on the q8 GEMV, 8 on the f32 one; weights dequantized once at load)"},
+     "f16 tensor-core GEMM for steps of more tokens than the GEMV takes (32 on the q8 GEMV, 8 on the f32 one; weights dequantized once at load)",
+     0, 0, nullptr, nullptr, "batch_invariant=false"},
     {"q8_activations", config_type::boolean, "true",
      "decode GEMV quantizes activations to 8 bits as backend.cpu's default linear (false: f32 dots, as linear=float); "
      "EXL3 MUL1 weights: int8 activations per 128-block, the tensor core doing the codebook's byte sums"},
@@ -31,9 +32,8 @@ const config_key keys[] = {
      "token-identical to plain decoding, at a cost for long prompts and contexts; dense GQA models only"},
     {"mma_max_rows", config_type::integer, "16",
      "steps of 5 to this many token rows run their Q4_1/Q8_0 linears on the int8 tensor-core kernel (the q8 "
-     "GEMV's arithmetic, one mma per weight block for 8 rows) instead of the f16 GEMM; 0 = never; at most 64; "
-     "needs q8_activations; not used with batch_invariant (every row on the GEMV there)",
-     0, 64},
+     "GEMV's arithmetic, one mma per weight block for 8 rows) instead of the f16 GEMM; 0 = never",
+     0, 64, nullptr, nullptr, "batch_invariant=false,q8_activations=true"},
 };
 
 // The module carries machine code for sm_90a (H100/H200) and sm_121a (GB10) only.

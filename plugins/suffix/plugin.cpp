@@ -22,7 +22,8 @@ const tandem::config_key keys[] = {
     {"max_cached_requests", tandem::config_type::integer, "1000",
      "finished outputs kept in the global trie; 0 = no global cache", 0, 1 << 24},
     {"max_cached_tokens", tandem::config_type::integer, "65536",
-     "tokens kept in the global trie (its memory bound: at most max_depth nodes per token)", 0, 1 << 26},
+     "tokens kept in the global trie (its memory bound: at most max_depth nodes per token)", 0, 1 << 26,
+     nullptr, nullptr, "max_cached_requests!=0"},
     tandem::draft_adaptive_key,
     tandem::draft_disable_above_batch_key,
 };

@@ -89,6 +89,18 @@ BOOST_AUTO_TEST_CASE(validate_applies_set_overrides) {
   BOOST_TEST(has(r.out, ", drafter.test_ok)"));
 }
 
+BOOST_AUTO_TEST_CASE(validate_reports_a_setting_its_siblings_void) {
+  const std::string f = "tests/pipelines/good/minimal.yaml";
+  run_result r = call(tandem::cli::run_validate,
+                      {f, "--set", "backend.plugin=test_ok", "--set", "backend.invariant=true"});
+  BOOST_TEST(r.rc == 0);  // mma_rows left at its default
+  r = call(tandem::cli::run_validate, {f, "--set", "backend.plugin=test_ok", "--set", "backend.invariant=true",
+                                       "--set", "backend.mma_rows=32"});
+  BOOST_TEST(r.rc == 1);
+  BOOST_TEST(r.err == "<command line>: error: backend.mma_rows: has no effect in backend.test_ok with invariant: "
+                      "true from the command line (remove it, or set invariant: false)\n1 error\n");
+}
+
 BOOST_AUTO_TEST_CASE(validate_checks_that_the_model_exists) {
   const std::string f = "tests/pipelines/good/minimal.yaml";
   run_result r = call(tandem::cli::run_validate, {f, "--set", "model=no-such-model"});
@@ -117,6 +129,8 @@ BOOST_AUTO_TEST_CASE(plugins_lists_descriptors_probes_and_load_errors) {
   BOOST_TEST(has(r.out, "    file: " + plugins_dir + "/scheduler.test_ok.so\n"));
   BOOST_TEST(has(r.out, "plugins that failed to load:\n"));
   BOOST_TEST(has(r.out, "scheduler.test_bad_version.so: built for plugin API version 999"));
+  BOOST_TEST(has(r.out, "scheduler.test_bad_only_if.so: its schema is malformed: setting 'victims': only_if "
+                        "'max_batch!=1,preempt=sometimes': preempt takes bool, not 'sometimes'\n"));
   BOOST_TEST(!has(r.out, "max_wait_ms"));
 }
 
@@ -126,6 +140,9 @@ BOOST_AUTO_TEST_CASE(plugins_schema_prints_every_key_and_the_core_sections) {
                         "        how long a cold prompt waits\n"));
   BOOST_TEST(has(r.out, "    policy: string (fifo|lifo) = 'fifo'\n"));
   BOOST_TEST(has(r.out, "    k: int in 1..16 (required)\n"));
+  BOOST_TEST(has(r.out, "    mma_rows: int in 0..64 = 16  [env TANDEM_TEST_MMA_ROWS]  [only if invariant=false, "
+                        "q8=true]\n        rows on the mma kernel\n"));
+  BOOST_TEST(has(r.out, "    retention_s: float in 0..10000000 = 300  [only if prefix_caching=true, retention=session]\n"));
   BOOST_TEST(has(r.out, "core sections:\nengine\n    max_model_len: int in 0..10000000 = 0\n"));
   BOOST_TEST(has(r.out, "    port: int in 1..65535 = 8080\n"));
   BOOST_TEST(has(r.out, "topology\n    ranks: int in 1..1024 = 1\n"));

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 
+#include "../../core/src/host/settings_check.hpp"
 #include "../../core/src/host/suggest.hpp"
 #include "tandem/pipeline.hpp"
 #include "temp_dir.hpp"
@@ -110,6 +111,158 @@ BOOST_AUTO_TEST_CASE(the_command_line_can_swap_plugins_add_sections_and_set_the_
   BOOST_TEST(s.server.get_int("port") == 9000);
 }
 
+// config_key::only_if: a key the user sets is checked against its siblings' final values;
+// left at its default it never is. (The diagnostics themselves: the golden only_if*.yaml.)
+BOOST_AUTO_TEST_CASE(only_if_holds_when_the_siblings_allow_the_key) {
+  const fs::path f = good("two_ranks.yaml");  // backend.test_ok; topology.heartbeat_s with 2 ranks
+  pipeline_spec s = load_ok(f, {"backend.mma_rows=32", "backend.invariant=false", "backend.cache_policy=fifo"});
+  BOOST_TEST(s.backend.cfg.get_int("mma_rows") == 32);
+  BOOST_TEST(s.backend.cfg.get_string("cache_policy") == "fifo");
+  BOOST_TEST(s.topo.heartbeat_s == 1.0);
+  // Set to the value its default has, a voided key is still set: an error.
+  plugin_host host({plugins_dir});
+  const std::vector<std::string> sets{"backend.mma_rows=16", "backend.q8=off"};
+  pipeline_result r = load_pipeline(f, host, sets, no_env);
+  BOOST_TEST(!r.spec.has_value());
+  BOOST_REQUIRE(r.errors.size() == 1u);
+  BOOST_TEST(r.errors[0].key_path == "backend.mma_rows");
+  BOOST_TEST(r.errors[0].message == "has no effect in backend.test_ok with q8: false from the command line");
+  BOOST_TEST(r.errors[0].hint == "remove it, or set q8: true");
+  // The voiding sibling alone, the voided key at its default: fine.
+  s = load_ok(f, {"backend.q8=off", "backend.invariant=true", "backend.cache_mb=0"});
+  BOOST_TEST(s.backend.cfg.get_int("mma_rows") == 16);
+  BOOST_TEST(s.backend.cfg.get_bool("invariant") == true);
+}
+
+BOOST_AUTO_TEST_CASE(an_environment_variable_sets_a_key_as_the_file_does) {
+  const fs::path f = good("two_ranks.yaml");
+  BOOST_TEST(load_ok(f, {}, env_from({{"TANDEM_TEST_MMA_ROWS", "8"}})).backend.cfg.get_int("mma_rows") == 8);
+  plugin_host host({plugins_dir});
+  pipeline_result r = load_pipeline(f, host, std::vector<std::string>{"backend.invariant=true"},
+                                    env_from({{"TANDEM_TEST_MMA_ROWS", "8"}}));
+  BOOST_REQUIRE(r.errors.size() == 1u);
+  BOOST_TEST(r.errors[0].str() ==
+             "<environment>: error: backend.mma_rows: $TANDEM_TEST_MMA_ROWS: has no effect in backend.test_ok "
+             "with invariant: true from the command line (remove it, or set invariant: false)");
+}
+
+BOOST_AUTO_TEST_CASE(a_sibling_with_a_bad_value_voids_nothing) {
+  // Its own error is enough; the key it would void is not reported on top of it.
+  plugin_host host({plugins_dir});
+  const std::vector<std::string> sets{"backend.mma_rows=8", "backend.q8=maybe"};
+  pipeline_result r = load_pipeline(good("two_ranks.yaml"), host, sets, no_env);
+  BOOST_REQUIRE(r.errors.size() == 1u);
+  BOOST_TEST(r.errors[0].key_path == "backend.q8");
+}
+
+BOOST_AUTO_TEST_CASE(only_if_strings_parse_or_say_why_not) {
+  using namespace tandem::host_detail;
+  const config_key keys[] = {
+      {"on", config_type::boolean, "true", ""},
+      {"n", config_type::integer, "4", "", 0, 64},
+      {"x", config_type::number, "0.5", "", 0, 1},
+      {"mode", config_type::string, "a", "", 0, 0, "a|b"},
+      {"name", config_type::string, "", ""},
+      {"k", config_type::integer, "1", ""},
+  };
+  auto why = [&](const char* only_if) {
+    config_key k = keys[5];
+    k.only_if = only_if;
+    std::vector<config_key> schema(std::begin(keys), std::end(keys) - 1);
+    schema.push_back(k);
+    auto r = parse_only_if(schema.back(), schema);
+    const std::string* e = std::get_if<std::string>(&r);
+    // The schema check at plugin load says the same, naming the setting.
+    BOOST_TEST(only_if_problem(schema) ==
+               (e ? "setting 'k': only_if '" + std::string(only_if) + "': " + *e : std::string()));
+    return e ? *e : std::string();
+  };
+  // Well-formed: both operators, every type, spaces around the parts.
+  config_key k = keys[5];
+  k.only_if = "on=false, n != 0 ,x=0.25,mode=b,name=z";
+  std::vector<config_key> schema(std::begin(keys), std::end(keys) - 1);
+  schema.push_back(k);
+  auto ok = parse_only_if(schema.back(), schema);
+  BOOST_REQUIRE(std::holds_alternative<std::vector<only_if_condition>>(ok));
+  const auto& conds = std::get<std::vector<only_if_condition>>(ok);
+  BOOST_REQUIRE(conds.size() == 5u);
+  BOOST_TEST(std::string(conds[0].key->key) == "on");
+  BOOST_TEST(conds[0].equal);
+  BOOST_TEST((conds[0].value == config_value{false}));
+  BOOST_TEST(!conds[1].equal);
+  BOOST_TEST((conds[1].value == config_value{int64_t{0}}));
+  BOOST_TEST((conds[2].value == config_value{0.25}));
+  BOOST_TEST((conds[3].value == config_value{std::string("b")}));
+  BOOST_TEST(only_if_problem(schema) == "");
+  BOOST_TEST(why(nullptr) == "");
+  // Malformed.
+  BOOST_TEST(why("") == "an empty condition (write KEY=VALUE or KEY!=VALUE, separated by commas)");
+  BOOST_TEST(why("on=true,") == "an empty condition (write KEY=VALUE or KEY!=VALUE, separated by commas)");
+  BOOST_TEST(why("on") == "'on' is not KEY=VALUE or KEY!=VALUE");
+  BOOST_TEST(why("=true") == "'=true' is not KEY=VALUE or KEY!=VALUE");
+  BOOST_TEST(why("!=true") == "'!=true' is not KEY=VALUE or KEY!=VALUE");
+  BOOST_TEST(why("on=") == "'on=' is not KEY=VALUE or KEY!=VALUE");
+  BOOST_TEST(why("on==true") == "'on==true' is not KEY=VALUE or KEY!=VALUE");
+  BOOST_TEST(why("zzzz=true") == "no setting 'zzzz' in the schema");
+  BOOST_TEST(why("mdoe=a") == "no setting 'mdoe' in the schema (did you mean 'mode'?)");
+  BOOST_TEST(why("k=1") == "'k' is the setting itself");
+  BOOST_TEST(why("on=maybe") == "on takes bool, not 'maybe'");
+  BOOST_TEST(why("n=4.5") == "n takes int in 0..64, not '4.5'");
+  BOOST_TEST(why("n!=65") == "n takes int in 0..64, not '65'");
+  BOOST_TEST(why("x=2") == "x takes float in 0..1, not '2'");
+  BOOST_TEST(why("mode=c") == "mode takes string (a|b), not 'c'");
+  const config_key bad[] = {{"a", config_type::boolean, "true", ""},
+                            {"b", config_type::boolean, "true", "", 0, 0, nullptr, nullptr, "a=yes,c=1"}};
+  BOOST_TEST(only_if_problem(bad) == "setting 'b': only_if 'a=yes,c=1': no setting 'c' in the schema");
+}
+
+// backend.cuda's own schema, read without a GPU (the check runs before any CUDA call);
+// skipped where the build has no backend.cuda.
+BOOST_AUTO_TEST_CASE(backend_cuda_rejects_the_settings_batch_invariant_voids) {
+  plugin_host host(plugin_host::default_search_path());
+  plugin_host::lookup_result found = host.lookup("backend.cuda");
+  if (!found.file_found) {
+    BOOST_TEST_MESSAGE("backend.cuda is not built here: skipped");
+    return;
+  }
+  BOOST_REQUIRE_MESSAGE(found.desc, "backend.cuda.so cannot be loaded: " << found.error);
+  temp_dir dir;
+  const fs::path file = dir.path() / "cuda.yaml";
+  std::ofstream(file) << "model: test-model\n"
+                         "weights: { plugin: gguf }\n"
+                         "backend: { plugin: cuda, batch_invariant: true, mma_max_rows: 32, gemm: true }\n"
+                         "scheduler: { plugin: fcfs }\n"
+                         "transport: { plugin: local }\n";
+  pipeline_result r = load_pipeline(file, host, {}, no_env);
+  BOOST_TEST(!r.spec.has_value());
+  std::vector<std::string> got;
+  for (const diagnostic& d : r.errors) got.push_back(d.str().substr(file.string().size()));
+  const std::vector<std::string> want{
+      ":3:49: error: backend.mma_max_rows: has no effect in backend.cuda with batch_invariant: true "
+      "(remove it, or set batch_invariant: false)",
+      ":3:67: error: backend.gemm: has no effect in backend.cuda with batch_invariant: true "
+      "(remove it, or set batch_invariant: false)"};
+  BOOST_TEST(got == want, boost::test_tools::per_element());
+  // Left to their defaults, they are no error; set where they act, neither.
+  auto errors = [&](std::vector<std::string> sets) {
+    std::ofstream(file) << "model: test-model\nweights: { plugin: gguf }\nbackend: { plugin: cuda }\n"
+                           "scheduler: { plugin: fcfs }\ntransport: { plugin: local }\n";
+    pipeline_result p = load_pipeline(file, host, sets, no_env);
+    std::string all;
+    for (const diagnostic& d : p.errors) all += d.str() + "\n";
+    return all;
+  };
+  BOOST_TEST(errors({"backend.batch_invariant=true"}) == "");
+  BOOST_TEST(errors({"backend.q8_activations=false"}) == "");
+  BOOST_TEST(errors({"backend.mma_max_rows=32", "backend.gemm=false", "backend.memory_utilization=0.5"}) == "");
+  BOOST_TEST(errors({"backend.q8_activations=false", "backend.mma_max_rows=0"}) ==
+             "<command line>: error: backend.mma_max_rows: has no effect in backend.cuda with q8_activations: "
+             "false from the command line (remove it, or set q8_activations: true)\n");
+  BOOST_TEST(errors({"backend.memory_mb=4096", "backend.memory_utilization=0.5"}) ==
+             "<command line>: error: backend.memory_utilization: has no effect in backend.cuda with memory_mb: "
+             "4096 from the command line (remove it, or set memory_mb: 0)\n");
+}
+
 BOOST_AUTO_TEST_CASE(the_process_environment_is_read_by_default) {
   ::setenv("TANDEM_TEST_MAX_WAIT_MS", "42", 1);
   plugin_host host({plugins_dir});
@@ -166,8 +319,9 @@ BOOST_AUTO_TEST_CASE(suggestions_use_damerau_levenshtein) {
 }
 
 BOOST_AUTO_TEST_CASE(core_schema_defaults_are_valid_values_of_their_keys) {
-  for (config_schema schema : {engine_schema(), server_schema(), topology_schema()}) {
+  for (config_schema schema : {engine_schema(), server_schema(), chat_schema(), topology_schema()}) {
     BOOST_TEST(!schema.empty());
+    BOOST_TEST(host_detail::only_if_problem(schema) == "");  // plugins' are checked at load
     for (const config_key& k : schema) {
       BOOST_TEST_CONTEXT(k.key) {
         BOOST_REQUIRE(k.default_value);

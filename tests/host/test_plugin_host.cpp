@@ -55,6 +55,9 @@ BOOST_AUTO_TEST_CASE(rejects_each_kind_of_broken_plugin_with_its_reason) {
                       "named 'scheduler.other_name'"));
   BOOST_TEST(contains(find_error(host, "scheduler.test_wrong_iface"),
                       "implements 'backend' but the name says 'scheduler'"));
+  BOOST_TEST(contains(find_error(host, "scheduler.test_bad_only_if"),
+                      "its schema is malformed: setting 'victims': only_if 'max_batch!=1,preempt=sometimes': "
+                      "preempt takes bool, not 'sometimes'"));
   auto r = host.lookup("scheduler.test_bad_version");
   BOOST_TEST(r.file_found);
   BOOST_TEST(!r.desc);
@@ -91,7 +94,7 @@ BOOST_AUTO_TEST_CASE(discovery_lists_good_plugins_and_reports_broken_ones) {
                                 "drafter.test_ok",  "scheduler.test_ok",   "transport.local",
                                 "transport.test_ok", "weights.test_ok"};
   BOOST_TEST(names == want, boost::test_tools::per_element());
-  BOOST_TEST(d.errors.size() == 4u);  // the four broken scheduler.test_* libraries
+  BOOST_TEST(d.errors.size() == 5u);  // the five broken scheduler.test_* libraries
 }
 
 BOOST_AUTO_TEST_CASE(plugins_are_found_one_level_down_and_the_first_directory_wins) {

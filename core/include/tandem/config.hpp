@@ -8,8 +8,14 @@
 //
 //   static const tandem::config_key keys[] = {
 //     {"max_batch", tandem::config_type::integer, "8", "most sequences per step", 1, 4096},
+//     {"preempt", tandem::config_type::boolean, "false", "may evict running sequences"},
+//     {"victims", tandem::config_type::integer, "1", "sequences one preemption evicts", 1, 8,
+//      nullptr, nullptr, "preempt=true"},  // only_if: setting it with preempt false is an error
 //   };
 //   int64_t b = cfg.get_int("max_batch");
+//
+// A key that does nothing unless its siblings allow it says so in only_if (below), so that a
+// user who sets it anyway hears why instead of being silently ignored.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -44,7 +50,20 @@ struct config_key {
   double max = 0;
   const char* choices = nullptr;  // for strings: "a|b|c"; nullptr = any string
   const char* env = nullptr;      // environment variable that overrides it, e.g. "MAX_WAIT_MS"
+  const char* only_if = nullptr;  // when the key does anything at all; see below
 };
+
+// only_if: the sibling settings (keys of the same schema) without which this key has no
+// effect, e.g. "batch_invariant=false,q8_activations=true". Conditions are separated by
+// commas and must all hold; each is KEY=VALUE or KEY!=VALUE, VALUE written as in a pipeline
+// file for KEY's type (true/false, a number in KEY's range, one of KEY's choices; no quotes,
+// no ',', '=' or '!'; spaces around the parts are ignored). The loader checks them only for
+// a key the user set (pipeline file, its environment variable or --set), against the
+// siblings' final values (set or default), and rejects the setting, naming the siblings
+// that void it; a key left at its default is never an error. The host checks the string
+// itself when it loads the plugin (an unknown KEY, the key itself, a VALUE that KEY cannot
+// take): a bad one makes the plugin unusable. A description need not repeat what only_if
+// says: `tandem plugins --schema` prints it.
 
 using config_schema = std::span<const config_key>;
 

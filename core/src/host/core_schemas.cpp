@@ -18,12 +18,16 @@ config_schema engine_schema() {
       {"prefix_caching", config_type::boolean, "true",
        "reuse the KV pages of cached prompt prefixes by reference (automatic prefix caching)"},
       {"prefix_hash", config_type::string, "xxhash",
-       "hash of a cached page's chain: xxhash (fast) or sha256 (for untrusted tenants)", 0, 0, "xxhash|sha256"},
+       "hash of a cached page's chain: xxhash (fast) or sha256 (for untrusted tenants)", 0, 0, "xxhash|sha256",
+       nullptr, "prefix_caching=true"},
       {"retention", config_type::string, "lru",
        "eviction of cached pages: lru, or session (a session's chain is kept retention_s after "
-       "its last request, within retention_share of the pool)", 0, 0, "lru|session"},
-      {"retention_s", config_type::number, "300", "seconds a session's chain stays protected", 0, 1e7},
-      {"retention_share", config_type::number, "0.5", "most of the KV pool session retention may hold", 0, 1},
+       "its last request, within retention_share of the pool)", 0, 0, "lru|session", nullptr,
+       "prefix_caching=true"},
+      {"retention_s", config_type::number, "300", "seconds a session's chain stays protected", 0, 1e7,
+       nullptr, nullptr, "prefix_caching=true,retention=session"},
+      {"retention_share", config_type::number, "0.5", "most of the KV pool session retention may hold", 0, 1,
+       nullptr, nullptr, "prefix_caching=true,retention=session"},
       {"warm_tokens", config_type::integer, "3584",
        "metrics: a request whose uncached remainder at admission is at most this counts as warm "
        "(unless the scheduler classifies it)", 0, 100e6},
@@ -57,8 +61,8 @@ config_schema topology_schema() {
       {"expert_parallel", config_type::integer, "1",
        "ranks that split the MoE experts; must divide ranks", 1, 1024},
       {"heartbeat_s", config_type::number, "5",
-       "with ranks > 1: rank 0 tells idle workers it is alive this often (keep it well below the "
-       "transport's timeout)", 0.05, 3600},
+       "rank 0 tells idle workers it is alive this often (keep it well below the transport's timeout)",
+       0.05, 3600, nullptr, nullptr, "ranks!=1"},
   };
   return keys;
 }

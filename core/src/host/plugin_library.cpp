@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "settings_check.hpp"
 #include "tandem/plugin_host.hpp"
 
 namespace tandem::host_detail {
@@ -39,6 +40,9 @@ std::string check_descriptor(const plugin_descriptor* d, const std::string& expe
            "' but the name says '" + std::string(name(by_name)) + "'";
   if (!d->create) return "the descriptor has no factory";
   if (d->schema_size > 0 && !d->schema) return "the descriptor's schema pointer is null";
+  // A malformed config_key::only_if is the plugin's bug: refuse it here, where `tandem
+  // plugins` and every pipeline naming it show why, not when a user happens to set the key.
+  if (std::string why = only_if_problem(d->keys()); !why.empty()) return "its schema is malformed: " + why;
   return {};
 }
 

@@ -1,4 +1,6 @@
-// backend.test_ok: a valid backend that `auto` picks (probe score 5).
+// backend.test_ok: a valid backend that `auto` picks (probe score 5), whose schema has
+// settings that do nothing unless their siblings allow it (config_key::only_if), as
+// backend.cuda's mma_max_rows.
 #include <iterator>
 
 #include "test_objects.hpp"
@@ -7,6 +9,13 @@ namespace {
 
 const tandem::config_key keys[] = {
     {"threads", tandem::config_type::integer, "0", "worker threads; 0 = all cores", 0, 256},
+    {"invariant", tandem::config_type::boolean, "false", "results independent of the batch"},
+    {"q8", tandem::config_type::boolean, "true", "8-bit activations"},
+    {"mma_rows", tandem::config_type::integer, "16", "rows on the mma kernel", 0, 64, nullptr,
+     "TANDEM_TEST_MMA_ROWS", " invariant=false , q8 = true"},
+    {"cache_mb", tandem::config_type::integer, "64", "cache size; 0 = no cache", 0, 1024},
+    {"cache_policy", tandem::config_type::string, "lru", "cache eviction", 0, 0, "lru|fifo", nullptr,
+     "cache_mb!=0"},
 };
 
 tandem::probe_result probe() { return {5, "always runs"}; }
