@@ -9,10 +9,9 @@
 namespace tandem::dflash2 {
 
 forward_pass::forward_pass(const dflash2_model& m, backend& be) : m_(m), be_(be), scratch_(s_count) {
-  const int64_t B = m.cfg.block_size;
-  zeros_ = be.alloc(static_cast<size_t>(B) * sizeof(int32_t));
-  const std::vector<int32_t> zeros(static_cast<size_t>(B), 0);
-  be.copy_to_device(zeros_->data(), zeros.data(), zeros.size() * sizeof(int32_t));
+  zeros_ = be.alloc(sizeof(int32_t));
+  const int32_t zero = 0;
+  be.copy_to_device(zeros_->data(), &zero, sizeof zero);
   be.synchronize();
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 // The network of ARCHITECTURE.md as ops of the target's backend, on activations that stay
 // in its memory: the context rows of newly committed tokens (once each, into the
-// sequence's buffers) and one block forward (each propose). Only the block's top
-// candidates and selector projection come back to the host, where the candidate selector
-// picks the draft: one wait per block on a device backend.
+// sequence's buffers) and the block forward (each propose; several sequences' blocks
+// together for propose_batch). Only the blocks' top candidates and selector projections come
+// back to the host, where the candidate selector picks the drafts: one wait per pass on a
+// device backend (plus the small ops' own while they have host defaults).
 //
 //   forward_pass f(model, be);
 //   f.context(seq, taps, positions);                // taps: the target's [n, d] rows, T of them
@@ -75,8 +76,8 @@ class forward_pass {
   const dflash2_model& m_;
   backend& be_;
   std::vector<std::unique_ptr<device_buffer>> scratch_;
-  std::unique_ptr<device_buffer> zeros_;  // i32 [block_size]: gathers the mask embedding
-  std::unique_ptr<device_buffer> iota_;   // i32 0, 1, ...: gathers rows in order (stage)
+  std::unique_ptr<device_buffer> zeros_;  // i32 [1] = 0: gathers the mask embedding
+  std::unique_ptr<device_buffer> iota_;   // i32 0, 1, ...: gathers rows in order (in_order)
   int64_t iota_n_ = 0;
 };
 
