@@ -10,9 +10,9 @@
 //
 // The engine asks each running decode sequence for a draft every step (unless the batch is
 // larger than limits().disable_above_batch, the request turned speculation off, or the
-// adaptive control found drafting not worth its cost for that sequence), in one
-// propose_batch() call for all of them (a drafter that runs a network drafts them in one
-// pass; the default asks propose() for each), appends
+// adaptive control found drafting not worth its cost for that sequence) through
+// propose_batch(): all of them in one call when limits().batched (a drafter that runs a
+// network drafts them in one pass), else one call per sequence, and appends
 // the draft to the sequence's step-plan row and keeps the longest prefix the target agrees
 // with, plus the target's own next token. Drafters here are deterministic: a draft is a
 // point mass, so verification needs no draft probabilities.
