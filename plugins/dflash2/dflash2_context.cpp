@@ -25,13 +25,30 @@ void spare_buffers::give(std::unique_ptr<device_buffer> b) {
 }
 
 sequence_context::sequence_context(backend& be, spare_buffers& spare, int layers, int64_t kv_width, int64_t window,
-                                   int64_t block)
+                                   int64_t block, int taps, int64_t hidden, int64_t pending_rows)
     : be_(&be), spare_(&spare), kv_width_(kv_width), window_(window), block_(block),
-      k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)) {}
+      k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)), hidden_(hidden), pending_rows_(pending_rows),
+      pending_(static_cast<size_t>(taps)) {}
 
 sequence_context::~sequence_context() {
-  for (auto& b : k_) spare_->give(std::move(b));
-  for (auto& b : v_) spare_->give(std::move(b));
+  for (auto* set : {&k_, &v_, &pending_})
+    for (auto& b : *set) spare_->give(std::move(b));
+}
+
+float* sequence_context::pending_row(int tap, int64_t row) {
+  std::unique_ptr<device_buffer>& b = pending_[static_cast<size_t>(tap)];
+  if (!b) b = spare_->take(*be_, static_cast<size_t>(pending_rows_ * hidden_) * sizeof(float));
+  return static_cast<float*>(b->data()) + row * hidden_;
+}
+
+void sequence_context::add_pending(std::span<const int64_t> positions) {
+  const auto n = static_cast<int64_t>(positions.size());
+  if (pending() + n > pending_rows_) throw error("drafter.dflash2: more pending taps than the buffer holds");
+  for (int64_t i = 0; i < n; ++i)
+    if (positions[static_cast<size_t>(i)] <= (i ? positions[static_cast<size_t>(i - 1)] : newest()))
+      throw error("drafter.dflash2: context positions must ascend past the held ones (got " +
+                  std::to_string(positions[static_cast<size_t>(i)]) + ")");
+  pending_pos_.insert(pending_pos_.end(), positions.begin(), positions.end());
 }
 
 float* sequence_context::at(const std::vector<std::unique_ptr<device_buffer>>& b, int layer, int64_t row) const {
@@ -41,6 +58,8 @@ float* sequence_context::at(const std::vector<std::unique_ptr<device_buffer>>& b
 void sequence_context::crop(int64_t first_pos) {
   const auto keep = std::lower_bound(pos_.begin() + first_, pos_.end(), first_pos) - pos_.begin();
   pos_.resize(static_cast<size_t>(keep));
+  pending_pos_.resize(static_cast<size_t>(std::lower_bound(pending_pos_.begin(), pending_pos_.end(), first_pos) -
+                                          pending_pos_.begin()));
 }
 
 int64_t sequence_context::reserve(int64_t n, int64_t last_pos) {
@@ -80,8 +99,9 @@ void sequence_context::relocate(int64_t capacity) {
 void sequence_context::commit(std::span<const int64_t> positions) {
   const auto n = static_cast<int64_t>(positions.size());
   if (end() + n > capacity_) throw error("drafter.dflash2: context rows committed without room reserved for them");
+  const int64_t held = size() > 0 ? pos_.back() : -1;
   for (int64_t i = 0; i < n; ++i)
-    if (positions[static_cast<size_t>(i)] <= (i ? positions[static_cast<size_t>(i - 1)] : newest()))
+    if (positions[static_cast<size_t>(i)] <= (i ? positions[static_cast<size_t>(i - 1)] : held))
       throw error("drafter.dflash2: context positions must ascend past the held ones (got " +
                   std::to_string(positions[static_cast<size_t>(i)]) + ")");
   pos_.insert(pos_.end(), positions.begin(), positions.end());

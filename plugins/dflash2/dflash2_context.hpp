@@ -16,6 +16,13 @@
 //   c.commit(positions);                   // those rows now hold these positions
 //   c.crop(first_pos);                     // recomputed after a preemption: drop p >= first_pos
 //   auto w = c.window(anchor_pos);         // rows [w.first, w.first + w.n); block at c.end()
+//
+// Taps can also wait as they came (pending): a sequence that is not drafting then pays one
+// copy per token, and its context rows are computed together, one product over many rows,
+// when a block needs them or the pending buffer is full.
+//   int64_t at = c.pending();              // copy n rows of each tap to pending_row(i, at..)
+//   c.add_pending(positions);
+//   ... compute context rows from pending_row(i, 0..pending()) ...; c.clear_pending();
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -36,12 +43,14 @@ struct spare_buffers {
 
 class sequence_context {
  public:
-  sequence_context(backend& be, spare_buffers& spare, int layers, int64_t kv_width, int64_t window, int64_t block);
+  // pending_rows: taps kept before their rows are computed (0: none), each of `hidden` f32.
+  sequence_context(backend& be, spare_buffers& spare, int layers, int64_t kv_width, int64_t window, int64_t block,
+                   int taps, int64_t hidden, int64_t pending_rows);
   ~sequence_context();
   sequence_context(const sequence_context&) = delete;
   sequence_context& operator=(const sequence_context&) = delete;
 
-  // Drops every entry at position first_pos or later.
+  // Drops every entry at position first_pos or later (pending ones too).
   void crop(int64_t first_pos);
   // Room for n new rows whose newest position will be last_pos, plus a block after them:
   // drops rows no later block can reach (p < last_pos - window), moves or grows the
@@ -66,7 +75,19 @@ class sequence_context {
   int64_t size() const { return static_cast<int64_t>(pos_.size()) - first_; }
   // The held positions, oldest first.
   std::span<const int64_t> positions() const { return std::span<const int64_t>(pos_).subspan(static_cast<size_t>(first_)); }
-  int64_t newest() const { return size() > 0 ? pos_.back() : -1; }
+  // The newest position observed, held or pending (-1: none).
+  int64_t newest() const {
+    return !pending_pos_.empty() ? pending_pos_.back() : size() > 0 ? pos_.back() : -1;
+  }
+
+  int64_t pending() const { return static_cast<int64_t>(pending_pos_.size()); }
+  int64_t pending_capacity() const { return pending_rows_; }
+  std::span<const int64_t> pending_positions() const { return pending_pos_; }
+  // Device pointer to pending row `row` of tap `tap` ([pending_capacity, hidden] each).
+  float* pending_row(int tap, int64_t row);
+  // The rows at pending() .. + n now hold these positions (ascending, past every observed one).
+  void add_pending(std::span<const int64_t> positions);
+  void clear_pending() { pending_pos_.clear(); }
 
  private:
   float* at(const std::vector<std::unique_ptr<device_buffer>>& b, int layer, int64_t row) const;
@@ -79,6 +100,9 @@ class sequence_context {
   int64_t first_ = 0;     // rows before it are evicted (their positions still in pos_)
   std::vector<int64_t> pos_;  // position of each row [0, end())
   std::vector<std::unique_ptr<device_buffer>> k_, v_;  // per layer, [capacity, kv_width] f32
+  int64_t hidden_, pending_rows_;
+  std::vector<int64_t> pending_pos_;
+  std::vector<std::unique_ptr<device_buffer>> pending_;  // per tap, [pending_rows, hidden] f32 (on first use)
 };
 
 }  // namespace tandem::dflash2

@@ -74,7 +74,9 @@ void dflash2_drafter::bind(const draft_target& t) {
 
 dflash2::sequence_context& dflash2_drafter::sequence(uint64_t seq_id) {
   const dflash2_config& c = weights_->config();
-  return seqs_.try_emplace(seq_id, *be_, spare_, c.num_layers, c.kv_width(), c.context_window, c.block_size)
+  return seqs_
+      .try_emplace(seq_id, *be_, spare_, c.num_layers, c.kv_width(), c.context_window, c.block_size, c.taps(),
+                   c.hidden_size, pending_taps)
       .first->second;
 }
 
@@ -97,20 +99,23 @@ void dflash2_drafter::observe(uint64_t seq_id, int64_t first_pos, std::span<cons
                   std::to_string(c.hidden_size) + "]");
   if (n == 0) return;
 
-  // Rows more than context_window before the newest can never be attended to again.
-  const int64_t skip = std::max<int64_t>(0, n - (c.context_window + 1)), rows = n - skip;
-  std::vector<tensor_view> tail(taps.begin(), taps.end());
-  for (tensor_view& v : tail) {
+  std::vector<tensor_view> rows(taps.begin(), taps.end());
+  for (const tensor_view& v : rows)
     if (v.type != dtype::f32)
       throw error("drafter.dflash2: a tap is not [n, hidden] f32 rows (" + std::string(name(v.type)) + ")");
-    v.data = static_cast<float*>(v.data) + skip * v.strides[0];
-    v.shape[0] = rows;
-  }
-  std::vector<int64_t> positions(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) positions[static_cast<size_t>(r)] = first_pos + skip + r;
+  std::vector<int64_t> positions(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) positions[static_cast<size_t>(r)] = first_pos + r;
   dflash2::sequence_context& seq = sequence(seq_id);
   seq.crop(first_pos);  // recomputed rows (after a preemption) replace the held ones
-  pass_->context(seq, tail, positions);
+  // A prompt chunk is computed at once (one product over its rows); a few decode rows wait
+  // as taps until a block needs them, so a sequence that is not drafting pays a copy.
+  if (n > seq.pending_capacity()) {
+    pass_->flush(seq);
+    pass_->context(seq, rows, positions);
+    return;
+  }
+  if (seq.pending() + n > seq.pending_capacity()) pass_->flush(seq);
+  pass_->stage(seq, rows, positions);
 }
 
 dflash2::block_output dflash2_drafter::draft_block(uint64_t seq_id, int32_t anchor, int64_t anchor_pos, int slots,
@@ -123,6 +128,7 @@ dflash2::block_output dflash2_drafter::draft_block(uint64_t seq_id, int32_t anch
   // Rows at the anchor or later (a rollback the engine has not re-observed yet) cannot be
   // this block's context; the next observe() brings them back.
   it->second.crop(anchor_pos);
+  pass_->flush(it->second);
   return pass_->block(it->second, anchor, anchor_pos, slots, logits);
 }
 
@@ -130,10 +136,12 @@ std::vector<int32_t> dflash2_drafter::propose(uint64_t seq_id, const draft_conte
   const int slots = std::min({ctx.max_draft, k_, weights_->config().block_size - 1});
   if (slots <= 0 || ctx.tokens.empty()) return {};
   const auto anchor_pos = static_cast<int64_t>(ctx.tokens.size()) - 1;
-  const dflash2::sequence_context* seq = context(seq_id);
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return {};
+  pass_->flush(it->second);
   // Nothing observed in reach (a sequence whose prompt the prefix cache served whole):
   // nothing to condition on.
-  if (!seq || seq->window(anchor_pos).n == 0) return {};
+  if (it->second.window(anchor_pos).n == 0) return {};
   return draft_block(seq_id, ctx.tokens.back(), anchor_pos, slots, /*logits=*/false).draft;
 }
 

@@ -56,6 +56,8 @@ class dflash2_drafter final : public drafter {
   const dflash2_config& config() const { return weights_->config(); }
   const dflash2::sequence_context* context(uint64_t seq_id) const;
   size_t live_sequences() const { return seqs_.size(); }
+  // Decode rows a sequence keeps as taps before their context rows are computed together.
+  static constexpr int64_t pending_taps = 64;
 
  private:
   dflash2::sequence_context& sequence(uint64_t seq_id);

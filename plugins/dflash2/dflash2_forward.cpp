@@ -41,10 +41,20 @@ tensor_view forward_pass::rows(float* p, int64_t n, int64_t cols) const {
   return tensor_view::contiguous(p, dtype::f32, {n, cols}, be_.dev());
 }
 
-void forward_pass::context(sequence_context& seq, std::span<const tensor_view> taps, std::span<const int64_t> positions) {
+void forward_pass::context(sequence_context& seq, std::span<const tensor_view> all_taps,
+                           std::span<const int64_t> all_positions) {
   const dflash2_config& c = m_.cfg;
+  if (all_positions.empty()) return;
+  // Rows more than context_window before the newest can never be attended to again.
+  const auto skip = std::lower_bound(all_positions.begin(), all_positions.end(),
+                                     all_positions.back() - c.context_window) - all_positions.begin();
+  const std::span<const int64_t> positions = all_positions.subspan(static_cast<size_t>(skip));
+  std::vector<tensor_view> taps(all_taps.begin(), all_taps.end());
+  for (tensor_view& v : taps) {
+    v.data = static_cast<float*>(v.data) + skip * v.strides[0];
+    v.shape[0] -= skip;
+  }
   const auto n = static_cast<int64_t>(positions.size());
-  if (n == 0) return;
   const int64_t d = c.hidden_size, kv = c.kv_width();
   const int64_t at = seq.reserve(n, positions.back());
   // First, while the stream is idle: a copy from pageable memory waits for the stream. The
@@ -68,6 +78,35 @@ void forward_pass::context(sequence_context& seq, std::span<const tensor_view> t
              rope_of(c));
   }
   seq.commit(positions);
+}
+
+void forward_pass::stage(sequence_context& seq, std::span<const tensor_view> taps, std::span<const int64_t> positions) {
+  const auto n = static_cast<int64_t>(positions.size());
+  if (n == 0) return;
+  if (seq.pending() + n > seq.pending_capacity()) throw error("drafter.dflash2: staged taps overflow the pending buffer");
+  if (iota_n_ < n) {
+    iota_n_ = std::max(n, seq.pending_capacity());
+    std::vector<int32_t> iota(static_cast<size_t>(iota_n_));
+    for (int64_t i = 0; i < iota_n_; ++i) iota[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    if (iota_) be_.synchronize();  // earlier gathers may still read the old one
+    iota_ = be_.alloc(iota.size() * sizeof(int32_t));
+    be_.copy_to_device(iota_->data(), iota.data(), iota.size() * sizeof(int32_t));
+  }
+  const int64_t d = m_.cfg.hidden_size, at = seq.pending();
+  const tensor_view order = tensor_view::contiguous(iota_->data(), dtype::i32, {n}, be_.dev());
+  for (size_t i = 0; i < taps.size(); ++i)
+    be_.gather_rows(taps[i], order, rows(seq.pending_row(static_cast<int>(i), at), n, d));
+  seq.add_pending(positions);
+}
+
+void forward_pass::flush(sequence_context& seq) {
+  const int64_t n = seq.pending();
+  if (n == 0) return;
+  std::vector<tensor_view> taps;
+  for (int i = 0; i < m_.cfg.taps(); ++i) taps.push_back(rows(seq.pending_row(i, 0), n, m_.cfg.hidden_size));
+  const std::vector<int64_t> positions(seq.pending_positions().begin(), seq.pending_positions().end());
+  seq.clear_pending();  // context() appends them as held rows
+  context(seq, taps, positions);
 }
 
 block_output forward_pass::block(sequence_context& seq, int32_t anchor, int64_t anchor_pos, int slots, bool logits) {

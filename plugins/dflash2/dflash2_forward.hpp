@@ -32,6 +32,11 @@ class forward_pass {
   // Computes Kc / Vc of n committed tokens at `positions` (ascending, past the held ones)
   // from their taps (each [n, hidden] in the backend's memory) and appends them to `seq`.
   void context(sequence_context& seq, std::span<const tensor_view> taps, std::span<const int64_t> positions);
+  // Keeps n rows of each tap in the sequence's pending buffer instead (a copy each; n at most
+  // the room left there), for flush() to turn into context rows together.
+  void stage(sequence_context& seq, std::span<const tensor_view> taps, std::span<const int64_t> positions);
+  // context() of every pending row, in one pass.
+  void flush(sequence_context& seq);
 
   // The block [anchor, M, ..., M] at anchor_pos .. anchor_pos + block_size - 1 over the
   // sequence's window; drafts (and, when `logits`, the logits) of the first `slots` mask
@@ -48,6 +53,8 @@ class forward_pass {
   std::vector<std::unique_ptr<device_buffer>> scratch_;
   std::unique_ptr<device_buffer> ids_;    // i32: the anchor, then the block's positions
   std::unique_ptr<device_buffer> zeros_;  // i32 [block_size]: gathers the mask embedding
+  std::unique_ptr<device_buffer> iota_;   // i32 0, 1, ...: gathers rows in order (stage)
+  int64_t iota_n_ = 0;
 };
 
 }  // namespace tandem::dflash2

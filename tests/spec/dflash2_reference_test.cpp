@@ -178,3 +178,43 @@ BOOST_AUTO_TEST_CASE(sharded_and_bf16_layouts_of_the_same_weights) {
     fs::remove_all(dir);
   }
 }
+
+BOOST_AUTO_TEST_CASE(observing_in_any_chunks_gives_the_same_block) {
+  // The same 150 rows of taps observed at once (a prompt chunk: computed directly), one row
+  // at a time (kept pending, flushed when the pending buffer fills and at the block) and in
+  // chunks of 50 give the same logits and drafts: only where the work happens differs.
+  const fixture_case c("case.safetensors");
+  const int64_t n = 150;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::vector<float>> taps(c.taps.size());
+  const int64_t d = static_cast<int64_t>(c.taps[0].size() / c.positions.size());
+  for (auto& t : taps) {
+    t.resize(static_cast<size_t>(n * d));
+    for (float& x : t) x = normal(rng);
+  }
+  const auto observe = [&](dflash2_drafter& dr, int64_t from, int64_t to) {
+    std::vector<tensor_view> views;
+    for (auto& t : taps) views.push_back(tensor_view::contiguous(t.data() + from * d, dtype::f32, {to - from, d}));
+    dr.observe(1, from, views);
+  };
+  std::vector<std::vector<float>> logits;
+  std::vector<std::vector<int32_t>> drafts;
+  for (int64_t chunk : {n, int64_t(1), int64_t(50)}) {
+    dflash2_drafter dr(settings_for(fixture_dir()));
+    cpu_target t(dr.config(), c.table(), c.head());
+    dr.bind(t.target);
+    BOOST_REQUIRE(n > dflash2_drafter::pending_taps);  // the buffer fills at least once
+    for (int64_t at = 0; at < n; at += chunk) observe(dr, at, std::min(n, at + chunk));
+    BOOST_TEST(dr.context(1)->newest() == n - 1);
+    const auto out = dr.draft_block(1, 5, n, dr.config().block_size - 1);
+    BOOST_TEST(dr.context(1)->pending() == 0);
+    BOOST_TEST(dr.context(1)->positions().front() >= n - 1 - dr.config().context_window);
+    logits.push_back(out.logits);
+    drafts.push_back(out.draft);
+  }
+  for (size_t i = 1; i < logits.size(); ++i) {
+    BOOST_TEST(max_abs_diff(logits[0], logits[i]) <= 1e-4f);
+    BOOST_TEST(drafts[0] == drafts[i], boost::test_tools::per_element());
+  }
+}
