@@ -153,7 +153,8 @@ int main(int argc, char** argv) {
       "ignore-eos", "generate --tokens every time, past the end of turn (default: stop there, as the API does)")(
       "rounds", po::value(&rounds)->default_value(1),
       "repeat every (task, drafter) this many times, interleaved; report medians")(
-      "drafters", po::value(&names)->multitoken(), "drafters to compare with none: ngram suffix dflash2")(
+      "drafters", po::value(&names)->multitoken(),
+      "drafters to compare with none: ngram suffix dflash2 dflash2-q8 (its matrices as Q8_0)")(
       "dflash2-weights", po::value(&dflash2_weights)->default_value("drafters/smollm2-135m-instruct-dflash2"),
       "drafter.dflash2's weights directory")(
       "kv-tokens", po::value(&kv_tokens)->default_value(16384),
@@ -188,6 +189,8 @@ int main(int argc, char** argv) {
       {"ngram", {"drafter.plugin=drafter.ngram", "drafter.k=4"}},
       {"suffix", {"drafter.plugin=drafter.suffix"}},
       {"dflash2", {"drafter.plugin=drafter.dflash2", "drafter.weights=" + dflash2_weights, "drafter.k=7"}},
+      {"dflash2-q8",
+       {"drafter.plugin=drafter.dflash2", "drafter.weights=" + dflash2_weights, "drafter.k=7", "drafter.weights_type=q8_0"}},
   };
   if (names.empty()) {
     names = {"none", "ngram", "suffix"};
@@ -198,7 +201,7 @@ int main(int argc, char** argv) {
   for (const std::string& n : names) {
     auto it = std::find_if(known.begin(), known.end(), [&](const drafter_choice& d) { return d.name == n; });
     if (it == known.end()) {
-      std::cerr << "bench_spec: unknown drafter '" << n << "' (none, ngram, suffix, dflash2)\n";
+      std::cerr << "bench_spec: unknown drafter '" << n << "' (none, ngram, suffix, dflash2, dflash2-q8)\n";
       return 2;
     }
     drafters.push_back(*it);

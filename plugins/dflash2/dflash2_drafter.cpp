@@ -13,6 +13,7 @@ dflash2_settings dflash2_settings::from(const config& cfg) {
   s.k = static_cast<int>(cfg.get_int("k"));
   s.disable_above_batch = static_cast<int>(cfg.get_int("disable_above_batch"));
   s.adaptive = cfg.get_bool("adaptive");
+  s.weights_type = cfg.get_string("weights_type");
   return s;
 }
 
@@ -67,7 +68,7 @@ void dflash2_drafter::bind(const draft_target& t) {
   seqs_.clear();
   spare_.free.clear();  // buffers of an earlier backend
   pass_.reset();
-  model_ = dflash2_model::load(*weights_, *t.be, *t.embedding, *t.lm_head);
+  model_ = dflash2_model::load(*weights_, *t.be, *t.embedding, *t.lm_head, s_.weights_type == "q8_0");
   pass_ = std::make_unique<dflash2::forward_pass>(*model_, *t.be);
   be_ = t.be;
 }

@@ -33,6 +33,7 @@ struct dflash2_settings {
   int k = 0;            // most drafts per step; 0 = block_size - 1
   int disable_above_batch = 0;
   bool adaptive = true;
+  std::string weights_type = "f32";  // f32 | q8_0 (dflash2_model::load)
   static dflash2_settings from(const config& cfg);
 };
 

@@ -24,7 +24,9 @@ struct dflash2_model {
   // fc {d, T*d} split by columns into one {d, d} part per tap: fc · concat(taps) is the sum
   // of fc_i · tap_i, so the taps never need copying side by side.
   std::vector<std::unique_ptr<linear_weight>> fc;
-  std::vector<std::vector<float>> fc_host;  // the parts' f32 values (backend.cpu reads them in place)
+  // Host copies the backend's linears may read in place (backend.cpu does): the fc parts,
+  // and every matrix when quantized at load.
+  std::vector<std::vector<uint8_t>> host_tensors;
   std::unique_ptr<linear_weight> selector_proj;
   std::unique_ptr<device_buffer> hidden_norm, mask_embedding, norm;  // f32 [d]
   std::vector<float> codebook;  // host [vocab, selector_rank]
@@ -33,8 +35,10 @@ struct dflash2_model {
   const linear_weight* lm_head = nullptr;    // the target's {vocab, hidden}
 
   // `w` must outlive the result (backend.cpu's linears read its mapped tensors in place).
+  // q8_0: the matrices (not the target's table and head) as Q8_0 blocks, where their width
+  // allows (a multiple of 32), else f32.
   static std::unique_ptr<dflash2_model> load(const dflash2_weights& w, backend& be, const linear_weight& embedding,
-                                             const linear_weight& lm_head);
+                                             const linear_weight& lm_head, bool q8_0 = false);
 };
 
 }  // namespace tandem

@@ -13,6 +13,10 @@ const tandem::config_key keys[] = {
      "the drafter directory (config.json, model.safetensors, MANIFEST.sha256); relative to the working directory"},
     {"k", tandem::config_type::integer, "0",
      "most draft tokens per step (vLLM num_speculative_tokens), at most block_size - 1; 0 = block_size - 1", 0, 64},
+    {"weights_type", tandem::config_type::string, "f32",
+     "how the drafter's matrices are kept on the backend: f32 (exact, as trained in bf16) or q8_0 (8-bit blocks "
+     "as GGUF's Q8_0: a quarter of the bytes a block reads; matrices whose width is not a multiple of 32 stay f32)",
+     0, 0, "f32|q8_0"},
     tandem::draft_adaptive_key,
     tandem::draft_disable_above_batch_key,
 };

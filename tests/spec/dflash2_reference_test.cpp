@@ -218,3 +218,29 @@ BOOST_AUTO_TEST_CASE(observing_in_any_chunks_gives_the_same_block) {
     BOOST_TEST(drafts[0] == drafts[i], boost::test_tools::per_element());
   }
 }
+
+BOOST_AUTO_TEST_CASE(q8_0_matrices_stay_close_to_the_reference) {
+  // weights_type q8_0: every drafter matrix as Q8_0 blocks (a quarter of the bytes). The
+  // logits move by the 8-bit rounding, not more; they do move (the setting took effect).
+  // backend.cpu's q8 linears round the activations to 8 bits too, and this tiny random
+  // drafter amplifies both through two layers: 2-4% of the logits' scale here (a wrong
+  // block layout gives errors of the scale itself).
+  for (const char* name : {"case.safetensors", "case2.safetensors"}) {
+    const fixture_case c(name);
+    dflash2_settings s = settings_for(fixture_dir());
+    s.weights_type = "q8_0";
+    dflash2_drafter d(s);
+    cpu_target t(d.config(), c.table(), c.head());
+    d.bind(t.target);
+    const size_t gap = c.gap(), n = c.positions.size();
+    c.observe(d, 1, 0, gap);
+    if (gap < n) c.observe(d, 1, gap, n);
+    const auto out = d.draft_block(1, c.anchor, c.anchor_pos, d.config().block_size - 1);
+    float scale = 0;
+    for (float x : c.logits) scale = std::max(scale, std::abs(x));
+    const float err = max_abs_diff(out.logits, c.logits);
+    BOOST_TEST_MESSAGE(name << " q8_0: max |logit - reference| " << err << " (logits up to " << scale << ")");
+    BOOST_TEST(err > 1e-5f);
+    BOOST_TEST(err < 0.08f * scale);
+  }
+}

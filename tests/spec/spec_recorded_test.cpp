@@ -21,7 +21,8 @@
 // and copies the drafter's hidden-state taps inside them; the plugin fails any replay whose
 // ops or buffers differ from the recorded step's. Greedy output through it equals
 // backend.cpu's, with no drafter, with drafter.ngram and with the trained drafter.dflash2,
-// and verify steps were replayed. 77 without the model file.
+// and verify steps were replayed; so does the tiny glm_moe_dsa fixture's (its recorded
+// decode steps). 77 without the model file.
 
 namespace fs = std::filesystem;
 using spec_test::run;
@@ -49,13 +50,14 @@ replay_counts read_log(const fs::path& log) {
 }
 
 run_result run_checked(const std::string& pipeline, std::vector<std::string> overrides, const fs::path& log,
-                       replay_counts& counts) {
+                       replay_counts& counts, const std::vector<spec_test::job>& jobs = spec_test::default_model_jobs(48)) {
   fs::remove(log);
   overrides.push_back("backend.plugin=backend.record_check");
-  run_result r = run(pipeline, overrides, spec_test::default_model_jobs(48));
+  run_result r = run(pipeline, overrides, jobs);
   counts = read_log(log);
-  BOOST_TEST_MESSAGE(pipeline << ": " << counts.records << " steps recorded, " << counts.replays << " replayed ("
-                              << counts.verify_replays << " verify steps)");
+  BOOST_TEST_MESSAGE(pipeline << ": " << counts.records << " steps recorded, " << counts.replays
+                              << " replayed (of them verify steps, by llama's key layout: " << counts.verify_replays
+                              << ")");
   return r;
 }
 
@@ -88,6 +90,25 @@ BOOST_AUTO_TEST_CASE(recorded_steps_replay_and_match_backend_cpu) {
   expect_identical(plain, drafted);
   BOOST_TEST(drafted.stats.spec_accepted_tokens > 0u);
   BOOST_TEST(c.verify_replays > 0u);
+  fs::remove(log);
+}
+
+BOOST_AUTO_TEST_CASE(glm_recorded_decode_steps_replay_and_match_backend_cpu) {
+  // The tiny glm_moe_dsa fixture (MLA, DSA past 8 tokens, MoE): its decode steps are padded
+  // and recorded too (the first run of a shape eagerly, then recorded, then replayed).
+  const fs::path log = fs::temp_directory_path() / ("tandem_record_check_glm_" + std::to_string(::getpid()) + ".log");
+  ::setenv("TANDEM_RECORD_CHECK_LOG", log.c_str(), 1);
+  std::vector<spec_test::job> jobs;
+  for (int k = 0; k < 4; ++k) {
+    std::vector<int32_t> prompt;
+    for (int t = 0; t < 12 + 5 * k; ++t) prompt.push_back((37 * t + 11 * k + 3) % 512);
+    jobs.push_back({prompt, 2 * k, 24, {}, 0, {}});
+  }
+  const std::string model = "model=" + (spec_test::source_root() / "tests/fixtures/glm_moe_dsa/tiny").string();
+  const run_result plain = run("safetensors.yaml", {model}, jobs);
+  replay_counts c;
+  expect_identical(plain, run_checked("safetensors.yaml", {model}, log, c, jobs));
+  BOOST_TEST(c.replays > 0u);
   fs::remove(log);
 }
 
