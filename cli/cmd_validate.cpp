@@ -96,6 +96,7 @@ int run_validate(const args& a) {
   pipeline_result r = load_pipeline(file, host, sets);
   if (r.spec)
     if (auto d = check_model(*r.spec)) r.errors.push_back(*d);
+  for (const diagnostic& d : r.warnings) std::cerr << d.str() << '\n';
   for (const diagnostic& d : r.errors) std::cerr << d.str() << '\n';
   if (!r.errors.empty()) {
     std::cerr << r.errors.size() << (r.errors.size() == 1 ? " error" : " errors") << '\n';

@@ -138,12 +138,39 @@ BOOST_AUTO_TEST_CASE(an_environment_variable_sets_a_key_as_the_file_does) {
   const fs::path f = good("two_ranks.yaml");
   BOOST_TEST(load_ok(f, {}, env_from({{"TANDEM_TEST_MMA_ROWS", "8"}})).backend.cfg.get_int("mma_rows") == 8);
   plugin_host host({plugins_dir});
-  pipeline_result r = load_pipeline(f, host, std::vector<std::string>{"backend.invariant=true"},
+  // The key from the environment, the sibling that voids it from the command line (a later
+  // layer): a warning, the pipeline loads.
+  pipeline_result r = load_pipeline(f, host, std::vector<std::string>{"backend.q8=off"},
                                     env_from({{"TANDEM_TEST_MMA_ROWS", "8"}}));
-  BOOST_REQUIRE(r.errors.size() == 1u);
-  BOOST_TEST(r.errors[0].str() ==
-             "<environment>: error: backend.mma_rows: $TANDEM_TEST_MMA_ROWS: has no effect in backend.test_ok "
-             "with invariant: true from the command line (remove it, or set invariant: false)");
+  BOOST_TEST(r.errors.size() == 0u);
+  BOOST_REQUIRE(r.warnings.size() == 1u);
+  BOOST_TEST(r.warnings[0].str() ==
+             "<environment>: warning: backend.mma_rows: $TANDEM_TEST_MMA_ROWS: has no effect in backend.test_ok "
+             "with q8: false from the command line, set after it: ignored");
+  BOOST_REQUIRE(r.spec.has_value());
+  BOOST_TEST(r.spec->warnings.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_key_voided_by_a_later_layer_is_a_warning_not_an_error) {
+  // The file sets a key, the command line then switches a sibling that voids it (trying a
+  // variant of a pipeline): the pipeline loads, the file's key is ignored and said so. The
+  // same key voided by the file itself, or set on the command line against the file's
+  // sibling, stays an error.
+  plugin_host host({plugins_dir});
+  const fs::path f = good("two_ranks.yaml");  // sets topology.heartbeat_s with ranks: 2
+  const std::vector<std::string> one{"topology.ranks=1", "topology.tensor_parallel=1", "topology.expert_parallel=1"};
+  pipeline_result r = load_pipeline(f, host, one, no_env);
+  for (const diagnostic& d : r.errors) BOOST_TEST_MESSAGE(d.str());
+  BOOST_TEST(r.errors.empty());
+  BOOST_REQUIRE(r.warnings.size() == 1u);
+  BOOST_TEST(r.warnings[0].key_path == "topology.heartbeat_s");
+  BOOST_TEST(r.warnings[0].warning);
+  BOOST_TEST(r.warnings[0].str().find(": warning: ") != std::string::npos);
+  std::vector<std::string> both = one;
+  both.push_back("topology.heartbeat_s=2");
+  r = load_pipeline(f, host, both, no_env);
+  BOOST_REQUIRE(r.errors.size() == 1u);  // both from the command line: the user set it against ranks 1
+  BOOST_TEST(r.errors[0].key_path == "topology.heartbeat_s");
 }
 
 BOOST_AUTO_TEST_CASE(a_sibling_with_a_bad_value_voids_nothing) {

@@ -66,6 +66,7 @@ std::string validate(const fs::path& rel) {
   pipeline_result r = load_pipeline(rel, host, in.overrides, env);
   std::string out;
   for (const diagnostic& d : r.errors) out += d.str() + "\n";
+  for (const diagnostic& d : r.warnings) out += d.str() + "\n";  // ignored settings
   replace_all(out, plugins_dir.string(), "<test-plugins>");
   BOOST_TEST(r.spec.has_value() == r.errors.empty());
   return out;

@@ -60,7 +60,9 @@ struct config_key {
 // no ',', '=' or '!'; spaces around the parts are ignored). The loader checks them only for
 // a key the user set (pipeline file, its environment variable or --set), against the
 // siblings' final values (set or default), and rejects the setting, naming the siblings
-// that void it; a key left at its default is never an error. The host checks the string
+// that void it; a key left at its default is never an error. When a voiding sibling was set
+// by a later layer than the key (file < environment < command line), the override wins:
+// the key is ignored with a warning instead. The host checks the string
 // itself when it loads the plugin (an unknown KEY, the key itself, a VALUE that KEY cannot
 // take): a bad one makes the plugin unusable. A description need not repeat what only_if
 // says: `tandem plugins --schema` prints it.

@@ -36,7 +36,8 @@ struct diagnostic {
   std::string key_path;  // "scheduler.max_batch"; empty when the problem has no key
   std::string message;
   std::string hint;      // "did you mean 'x'?"; empty when none
-  // "file:line:col: error: key.path: message (hint)"
+  bool warning = false;  // a setting that is ignored, the pipeline still loads
+  // "file:line:col: error: key.path: message (hint)" ("warning:" for a warning)
   std::string str() const;
 };
 
@@ -62,12 +63,16 @@ struct pipeline_spec {
   config engine, server;  // validated against engine_schema() / server_schema()
   config chat;            // chat_schema(): how chat prompts are tokenized
   topology topo;
+  // Settings the pipeline loads with but that do nothing (a later override voided them):
+  // the runtime logs them at start, `tandem validate` prints them.
+  std::vector<diagnostic> warnings;
 };
 
 // spec is set only when errors is empty.
 struct pipeline_result {
   std::optional<pipeline_spec> spec;
   std::vector<diagnostic> errors;
+  std::vector<diagnostic> warnings;  // also in spec->warnings
 };
 
 using env_lookup = std::function<std::optional<std::string>(const std::string&)>;

@@ -12,7 +12,7 @@ std::string diagnostic::str() const {
     s.append(":").append(std::to_string(pos.line));
     s.append(":").append(std::to_string(pos.col));
   }
-  s += ": error: ";
+  s += warning ? ": warning: " : ": error: ";
   if (!key_path.empty()) s += key_path + ": ";
   s += message;
   if (!hint.empty()) s += " (" + hint + ")";
@@ -43,6 +43,20 @@ void diag_sink::error(source_pos pos, std::string key_path, std::string message,
         d.key_path == key_path && d.message == message)
       return;
   items_.push_back({std::move(pos), std::move(key_path), std::move(message), std::move(hint)});
+}
+
+void diag_sink::warning(source_pos pos, std::string key_path, std::string message, std::string hint) {
+  for (const diagnostic& d : warnings_)
+    if (d.pos.file == pos.file && d.pos.line == pos.line && d.pos.col == pos.col && d.key_path == key_path &&
+        d.message == message)
+      return;
+  warnings_.push_back({std::move(pos), std::move(key_path), std::move(message), std::move(hint), true});
+}
+
+std::vector<diagnostic> diag_sink::sorted_warnings() const {
+  diag_sink w;
+  w.items_ = warnings_;
+  return w.sorted();
 }
 
 std::vector<diagnostic> diag_sink::sorted() const {

@@ -15,14 +15,16 @@ inline constexpr const char* command_line_file = "<command line>";
 class diag_sink {
  public:
   void error(source_pos pos, std::string key_path, std::string message, std::string hint = {});
+  void warning(source_pos pos, std::string key_path, std::string message, std::string hint = {});
   bool empty() const { return items_.empty(); }
-  size_t size() const { return items_.size(); }
+  size_t size() const { return items_.size(); }  // errors
   // Sorted: file diagnostics by line and column, then the environment's in the order
   // reported, then the command line's by argument (source_pos::col).
   std::vector<diagnostic> sorted() const;
+  std::vector<diagnostic> sorted_warnings() const;
 
  private:
-  std::vector<diagnostic> items_;
+  std::vector<diagnostic> items_, warnings_;
 };
 
 }  // namespace tandem::host_detail

@@ -85,6 +85,8 @@ pipeline_result loader::run(std::span<const std::string> overrides) {
 
   pipeline_result r;
   r.errors = sink_.sorted();
+  r.warnings = sink_.sorted_warnings();
+  spec.warnings = r.warnings;
   if (r.errors.empty()) r.spec = std::move(spec);
   return r;
 }

@@ -71,8 +71,16 @@ std::string sibling_value(const raw_section& sec, const config_key& k, const con
   return text;
 }
 
+// Where a value was set: the file (0), the environment (1), the command line (2).
+int layer_of(const raw_value& v) {
+  if (!v.origin.empty() || v.pos.file == environment_file) return 1;
+  return v.pos.file == command_line_file ? 2 : 0;
+}
+
 // Reports every key the section sets whose only_if does not hold on the final values in
-// `out` (a setting that would do nothing).
+// `out` (a setting that would do nothing): an error, unless a sibling that voids it was set
+// by a later layer than the key (a file's retention_s under --set engine.retention=lru: the
+// override is deliberate, the file's line a leftover), which is a warning.
 void check_only_if(const raw_section& sec, const std::string& owner, config_schema schema,
                    std::string_view skip, const config& out, diag_sink& sink) {
   for (const raw_entry& e : sec.entries) {
@@ -87,6 +95,7 @@ void check_only_if(const raw_section& sec, const std::string& owner, config_sche
       continue;
     }
     std::vector<std::string> voiding, fixes;
+    int latest = -1;  // the latest layer that set a voiding sibling (-1: defaults only)
     bool known = true;
     for (const only_if_condition& c : std::get<std::vector<only_if_condition>>(parsed)) {
       auto it = out.values().find(c.key->key);
@@ -97,11 +106,13 @@ void check_only_if(const raw_section& sec, const std::string& owner, config_sche
       if ((it->second == c.value) == c.equal) continue;
       voiding.push_back(sibling_value(sec, *c.key, it->second));
       fixes.push_back(std::string(c.key->key) + (c.equal ? ": " : " to other than ") + to_string(c.value));
+      if (const raw_entry* se = sec.find(c.key->key)) latest = std::max(latest, layer_of(se->value));
     }
     if (!known || voiding.empty()) continue;
     const std::string origin = e.value.origin.empty() ? "" : e.value.origin + ": ";
-    sink.error(e.key_pos, path, origin + "has no effect in " + owner + " with " + join(voiding, " and "),
-               "remove it, or set " + join(fixes, " and "));
+    const std::string what = origin + "has no effect in " + owner + " with " + join(voiding, " and ");
+    if (latest > layer_of(e.value)) sink.warning(e.key_pos, path, what + ", set after it: ignored");
+    else sink.error(e.key_pos, path, what, "remove it, or set " + join(fixes, " and "));
   }
 }
 

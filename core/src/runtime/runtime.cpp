@@ -12,6 +12,7 @@
 #include "tandem/chat_prompt.hpp"
 #include "tandem/drafter.hpp"
 #include "tandem/error.hpp"
+#include "tandem/logger.hpp"
 #include "tandem/model.hpp"
 #include "tandem/model_store.hpp"
 #include "tandem/pipeline.hpp"
@@ -57,6 +58,7 @@ pipeline_spec load_spec(const std::filesystem::path& file, plugin_host& host,
     for (const diagnostic& d : r.errors) all += (all.empty() ? "" : "\n") + d.str();
     throw config_error("", all.empty() ? "pipeline could not be loaded" : all);
   }
+  for (const diagnostic& d : r.warnings) default_logger().warn(d.str());  // ignored settings
   return std::move(*r.spec);
 }
 
