@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Speculative decoding on the GPU machine, in one command (issue 16): builds what it needs
 # (scripts/gpu-env.sh: carried deps, meson with CUDA), runs the gpu suite's spec_gpu test
-# (greedy output with drafter.ngram / drafter.suffix equals none on backend.cuda, up to
+# (greedy output with drafter.ngram / drafter.suffix / drafter.dflash2 equals none on backend.cuda, up to
 # near-ties) and bench_spec on backend.cuda at batch 1 and 8. Logs and the JSON go to $OUT.
 #
 #   bench/spec/gpu.sh                       # ROUNDS=3 TOKENS=128 by default
 #   ROUNDS=1 NO_TEST=1 bench/spec/gpu.sh    # the bench only, once
+#   DRAFTERS="dflash2" BATCHES="1" ...      # those drafters (against none), those batch sizes
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/gpu-env.sh"
 [ -n "$MODEL" ] || { echo "no model file: carry .gpu-model*/model.part* or set TANDEM_GPU_MODEL"; exit 1; }
@@ -15,7 +16,7 @@ gpu_configure
 step build
 gpu_build plugins/cuda/backend.cuda.so plugins/cpu/backend.cpu.so plugins/gguf/weights.gguf.so \
   plugins/fcfs/scheduler.fcfs.so plugins/local/transport.local.so plugins/ngram/drafter.ngram.so \
-  plugins/suffix/drafter.suffix.so tests/spec/test_spec_gpu bench/spec/bench_spec
+  plugins/suffix/drafter.suffix.so plugins/dflash2/drafter.dflash2.so tests/spec/test_spec_gpu bench/spec/bench_spec
 root=$PWD
 b=$(cd "$BUILD" && pwd)
 rc=0
@@ -31,7 +32,7 @@ fi
 step "bench_spec on backend.cuda"
 LD_LIBRARY_PATH=$b/core/src/base${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} TANDEM_PLUGIN_PATH=$b/plugins \
   "$b/bench/spec/bench_spec" --pipeline pipelines/default.yaml --backend cuda --set "model=$MODEL" \
-  --tokens "${TOKENS:-128}" --batch 1 --batch 8 --rounds "${ROUNDS:-3}" --fixed \
+  --tokens "${TOKENS:-128}" $(for n in ${BATCHES:-1 8}; do printf -- "--batch %s " $n; done)--rounds "${ROUNDS:-3}" --fixed ${DRAFTERS:+--drafters $DRAFTERS} \
   > "$OUT/bench_spec.json" 2> "$OUT/bench_spec.log"
 brc=$?
 grep -E "^(count|json|code|prose) " "$OUT/bench_spec.log"

@@ -36,31 +36,24 @@ int group_of(const source_pos& p) {
 
 }  // namespace
 
-void diag_sink::error(source_pos pos, std::string key_path, std::string message, std::string hint) {
+void diag_sink::add(std::vector<diagnostic>& to, diagnostic d) {
   // Two stages may find the same fault (e.g. a value the environment also sets); say it once.
-  for (const diagnostic& d : items_)
-    if (d.pos.file == pos.file && d.pos.line == pos.line && d.pos.col == pos.col &&
-        d.key_path == key_path && d.message == message)
+  for (const diagnostic& x : to)
+    if (x.pos.file == d.pos.file && x.pos.line == d.pos.line && x.pos.col == d.pos.col && x.key_path == d.key_path &&
+        x.message == d.message)
       return;
-  items_.push_back({std::move(pos), std::move(key_path), std::move(message), std::move(hint)});
+  to.push_back(std::move(d));
+}
+
+void diag_sink::error(source_pos pos, std::string key_path, std::string message, std::string hint) {
+  add(items_, {std::move(pos), std::move(key_path), std::move(message), std::move(hint)});
 }
 
 void diag_sink::warning(source_pos pos, std::string key_path, std::string message, std::string hint) {
-  for (const diagnostic& d : warnings_)
-    if (d.pos.file == pos.file && d.pos.line == pos.line && d.pos.col == pos.col && d.key_path == key_path &&
-        d.message == message)
-      return;
-  warnings_.push_back({std::move(pos), std::move(key_path), std::move(message), std::move(hint), true});
+  add(warnings_, {std::move(pos), std::move(key_path), std::move(message), std::move(hint), true});
 }
 
-std::vector<diagnostic> diag_sink::sorted_warnings() const {
-  diag_sink w;
-  w.items_ = warnings_;
-  return w.sorted();
-}
-
-std::vector<diagnostic> diag_sink::sorted() const {
-  std::vector<diagnostic> out = items_;
+std::vector<diagnostic> diag_sink::in_reading_order(std::vector<diagnostic> out) {
   std::stable_sort(out.begin(), out.end(), [](const diagnostic& a, const diagnostic& b) {
     int ga = group_of(a.pos), gb = group_of(b.pos);
     if (ga != gb) return ga < gb;
@@ -69,6 +62,9 @@ std::vector<diagnostic> diag_sink::sorted() const {
   });
   return out;
 }
+
+std::vector<diagnostic> diag_sink::sorted() const { return in_reading_order(items_); }
+std::vector<diagnostic> diag_sink::sorted_warnings() const { return in_reading_order(warnings_); }
 
 }  // namespace host_detail
 }  // namespace tandem

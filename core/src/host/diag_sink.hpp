@@ -24,6 +24,8 @@ class diag_sink {
   std::vector<diagnostic> sorted_warnings() const;
 
  private:
+  static void add(std::vector<diagnostic>& to, diagnostic d);  // once: stages may find one fault twice
+  static std::vector<diagnostic> in_reading_order(std::vector<diagnostic> v);
   std::vector<diagnostic> items_, warnings_;
 };
 
