@@ -162,6 +162,8 @@ BOOST_AUTO_TEST_CASE(experts_match_backend_cpu_at_every_token_count) {
   //   E 8 k 2:   n 200: 167 / 47;  n 600: 500 (256 + 244) / 140;
   //   E 16 k 8:  n 300: 268 (256 + 12) / 164;  n 600: 536 (256 + 256 + 24) / 328 (256 + 72);
   //   E 12 k 8:  n 200: 190 / 157.
+  // On H100/H200 the wide kernel runs from 32 pairs an expert (P >= 32 E): E 8 n 200, 600;
+  // E 16 n 300, 600; E 12 n 200. The smaller mma counts run the 128 x 128 kernel.
   const shape shapes[] = {{8, 2, 64, 96, {1, 3, 8, 9, 40, 200, 600}},
                           {16, 8, 320, 192, {9, 300, 600}},
                           {12, 8, 2048, 2048, {1, 3, 8, 9, 40, 200}}};

@@ -282,7 +282,7 @@ void moe_forward(const dev_experts& w, const float* x, int64_t ldx, int64_t toke
   const moe_detail::moe_ws_layout L(w, tokens, top_k, k);
   const moe_ws ws = L.carve(workspace);
   // The GEMV kernels walk each expert's rows and never read the tiles.
-  const int cap = k == moe_kernel::mma ? moe_detail::moe_mma_row_cap() : moe_detail::tile_rows;
+  const int cap = k == moe_kernel::mma ? moe_detail::moe_mma_row_cap(w.n_experts, P) : moe_detail::tile_rows;
   moe_detail::moe_plan(ids, P, top_k, w.n_experts, cap, ws, stream);
   const unsigned experts_y = static_cast<unsigned>(std::min<int64_t>(w.n_experts, P));
   if (k == moe_kernel::gemv) {

@@ -75,9 +75,9 @@ void moe_plan(const int32_t* ids, int64_t P, int top_k, int E, int cap, const mo
 // moe_grouped_mma.cu: the tensor-core grouped GEMMs. gate+up: h16[slot] = f16(silu(g) * u)
 // of x16[slot_tok[slot]] against w13[e]; down: y[slot_pair[slot]] = h16[slot] w2[e]^T.
 // Grids: (128-column blocks, the cap's max tiles); tiles past hdr[1] exit at once.
-// moe_mma_row_cap: the plan's row cap these kernels take on the current device (wide_cap
-// where the wide kernel's shared memory fits, else tile_rows).
-int moe_mma_row_cap();
+// moe_mma_row_cap: the plan's row cap these kernels take for E experts and P pairs on the
+// current device (wide_cap when they run the wide kernel, else tile_rows).
+int moe_mma_row_cap(int64_t E, int64_t P);
 void moe_mma_gate_up(const dev_experts& w, int64_t P, const moe_ws& ws, cudaStream_t stream);
 void moe_mma_down(const dev_experts& w, int64_t P, const moe_ws& ws, cudaStream_t stream);
 

@@ -1,8 +1,8 @@
 // The tensor-core grouped GEMMs of moe_forward's mma path (moe_grouped.cuh): the choice
 // between the wide kernel (moe_grouped_wide.cu: row tiles up to 256, 64 x 64 warp tiles, one
-// CTA per SM, 3-4 stages of 54 KB) where the device's opt-in shared memory holds 3 of its
-// stages (H100/H200: 227 KB), and the 128 x 128 kernel below elsewhere (GB10: 99 KB), which
-// the plan then feeds 128-row tiles.
+// CTA per SM, 3-4 stages of 54 KB) from 32 rows an expert on average where the device's
+// opt-in shared memory holds 3 of its stages (H100/H200: 227 KB), and the 128 x 128 kernel
+// below otherwise (fewer rows; GB10: 99 KB), which the plan then feeds 128-row tiles.
 //
 // The 128 x 128 kernel: one CTA = one (row tile, column tile): a row tile is up to 128 of
 // one expert's slots (the plan's tiles, expert-major), a column tile 128 rows of w13[e]
@@ -208,10 +208,20 @@ kconf config() {
   return c;
 }
 
+// The wide kernel from a mean of 32 rows an expert (P >= 32 E: 1,024 tokens at GLM-5's 256
+// experts x top-8). Below, both kernels stream each hit expert's weights about once (a
+// second 128-row tile is rare) and are bound by that stream, where the 128 x 128 kernel's
+// 2 CTAs per SM overlap one CTA's pipeline fill and epilogue with the other's stream (the
+// wide one runs 1 CTA per SM); so 16..512 tokens keep the measured 128 x 128 path. Above,
+// the math dominates and the wide kernel's single weight pass and 64 x 64 warp tiles win.
+// A function of (E, P) only: the plan's cap and the launch agree without a host read.
+constexpr int64_t wide_min_rows = 32;
+bool use_wide(int64_t E, int64_t P) { return P >= wide_min_rows * E && config().wide; }
+
 template <bool DOWN>
 void launch(const gemm_args& a, int64_t E, int64_t P, cudaStream_t stream) {
   const kconf c = config();
-  if (c.wide) {
+  if (use_wide(E, P)) {
     const dim3 grid(static_cast<unsigned>(col_blocks(a.N)), static_cast<unsigned>(max_tiles_for(E, P, wide_cap)));
     wide_launch(DOWN, c.stages, a, grid, stream);
     return;
@@ -223,7 +233,7 @@ void launch(const gemm_args& a, int64_t E, int64_t P, cudaStream_t stream) {
 
 }  // namespace
 
-int moe_mma_row_cap() { return config().wide ? wide_cap : tile_rows; }
+int moe_mma_row_cap(int64_t E, int64_t P) { return use_wide(E, P) ? wide_cap : tile_rows; }
 
 void moe_mma_gate_up(const dev_experts& w, int64_t P, const moe_ws& ws, cudaStream_t stream) {
   launch<false>({ws.x16, w.w13, 2 * w.ffn, w.hidden, ws}, w.n_experts, P, stream);

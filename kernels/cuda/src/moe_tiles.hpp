@@ -7,8 +7,8 @@
 // cap is 256 with the wide kernel (one tile per expert up to 256 rows: at 4,096 tokens x
 // top-8 over 256 experts an expert has Binomial(32768, 1/256) ~ 128 +- 11 rows, so a cap of
 // 128 gave half the experts a second, nearly empty tile that streamed all the expert's
-// weights again) and 128 with the 128 x 128 fallback kernel (devices without the shared
-// memory for 3 stages of the wide one: GB10).
+// weights again) and 128 with the 128 x 128 kernel (under 32 rows an expert on average, and
+// on devices without the shared memory for 3 stages of the wide one: GB10).
 //
 // CTA shapes of the wide kernel (8 warps of 64 x 64, the same 384 staged rows per k stage):
 //  - tall: rows in (128, 256]: 256 rows x 128 columns, warps 4 (rows) x 2 (columns);
