@@ -171,13 +171,13 @@ __global__ void __launch_bounds__(threads, 2) grouped_gemm_kernel(gemm_args a) {
 }
 
 struct kconf {
-  bool wide = false;
-  int stages = 0;
-  size_t smem = 0;  // the 128 x 128 kernel's
+  int stages = 0;      // the 128 x 128 kernel's
+  size_t smem = 0;
+  int wide_stages = 0;  // 0: the wide kernel does not fit
 };
 
-// The kernel and stage count this device's shared memory allows (wide with 4 stages, else
-// 3; else 128 x 128 with 3, else 2), with the kernels' opt-in set.
+// The stage counts this device's shared memory allows, with the kernels' opt-in set: the
+// 128 x 128 kernel 3, else 2; the wide kernel 4, else 3, else none.
 kconf config() {
   static kconf cache[64];
   int dev = 0;
@@ -188,21 +188,17 @@ kconf config() {
     cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     const auto o = static_cast<size_t>(optin);
     kconf n;
-    if (o >= 3 * wide_stage_bytes) {
-      n.wide = true;
-      n.stages = o >= 4 * wide_stage_bytes ? 4 : 3;
-      wide_prepare(n.stages);
+    n.stages = o >= 3 * stage_bytes ? 3 : 2;
+    n.smem = n.stages * stage_bytes;
+    if (n.stages == 3) {
+      cudaFuncSetAttribute(grouped_gemm_kernel<false, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(n.smem));
+      cudaFuncSetAttribute(grouped_gemm_kernel<true, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(n.smem));
     } else {
-      n.stages = o >= 3 * stage_bytes ? 3 : 2;
-      n.smem = n.stages * stage_bytes;
-      if (n.stages == 3) {
-        cudaFuncSetAttribute(grouped_gemm_kernel<false, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(n.smem));
-        cudaFuncSetAttribute(grouped_gemm_kernel<true, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(n.smem));
-      } else {
-        cudaFuncSetAttribute(grouped_gemm_kernel<false, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(n.smem));
-        cudaFuncSetAttribute(grouped_gemm_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(n.smem));
-      }
+      cudaFuncSetAttribute(grouped_gemm_kernel<false, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(n.smem));
+      cudaFuncSetAttribute(grouped_gemm_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(n.smem));
     }
+    n.wide_stages = o >= 4 * wide_stage_bytes ? 4 : o >= 3 * wide_stage_bytes ? 3 : 0;
+    if (n.wide_stages > 0) wide_prepare(n.wide_stages);
     c = n;
   }
   return c;
@@ -216,14 +212,14 @@ kconf config() {
 // the math dominates and the wide kernel's single weight pass and 64 x 64 warp tiles win.
 // A function of (E, P) only: the plan's cap and the launch agree without a host read.
 constexpr int64_t wide_min_rows = 32;
-bool use_wide(int64_t E, int64_t P) { return P >= wide_min_rows * E && config().wide; }
+bool use_wide(int64_t E, int64_t P) { return P >= wide_min_rows * E && config().wide_stages > 0; }
 
 template <bool DOWN>
 void launch(const gemm_args& a, int64_t E, int64_t P, cudaStream_t stream) {
   const kconf c = config();
   if (use_wide(E, P)) {
     const dim3 grid(static_cast<unsigned>(col_blocks(a.N)), static_cast<unsigned>(max_tiles_for(E, P, wide_cap)));
-    wide_launch(DOWN, c.stages, a, grid, stream);
+    wide_launch(DOWN, c.wide_stages, a, grid, stream);
     return;
   }
   const dim3 grid(static_cast<unsigned>((a.N + BN - 1) / BN), static_cast<unsigned>(max_tiles(E, P)));
