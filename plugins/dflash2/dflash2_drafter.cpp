@@ -121,9 +121,7 @@ void dflash2_drafter::observe(uint64_t seq_id, int64_t first_pos, std::span<cons
 
 dflash2::block_output dflash2_drafter::draft_block(uint64_t seq_id, int32_t anchor, int64_t anchor_pos, int slots,
                                                    bool logits) {
-  if (!model_) throw error("drafter.dflash2: propose() before bind()");
-  if (anchor < 0 || anchor >= weights_->config().target.vocab_size)
-    throw error("drafter.dflash2: anchor token " + std::to_string(anchor) + " is outside the vocabulary");
+  check_anchor(anchor);
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) throw error("drafter.dflash2: sequence " + std::to_string(seq_id) + " has no context");
   // Rows at the anchor or later (a rollback the engine has not re-observed yet) cannot be
@@ -134,16 +132,60 @@ dflash2::block_output dflash2_drafter::draft_block(uint64_t seq_id, int32_t anch
 }
 
 std::vector<int32_t> dflash2_drafter::propose(uint64_t seq_id, const draft_context& ctx) {
-  const int slots = std::min({ctx.max_draft, k_, weights_->config().block_size - 1});
-  if (slots <= 0 || ctx.tokens.empty()) return {};
-  const auto anchor_pos = static_cast<int64_t>(ctx.tokens.size()) - 1;
-  auto it = seqs_.find(seq_id);
-  if (it == seqs_.end()) return {};
-  pass_->flush(it->second);
-  // Nothing observed in reach (a sequence whose prompt the prefix cache served whole):
-  // nothing to condition on.
-  if (it->second.window(anchor_pos).n == 0) return {};
-  return draft_block(seq_id, ctx.tokens.back(), anchor_pos, slots, /*logits=*/false).draft;
+  const draft_request r{seq_id, ctx};
+  return std::move(propose_batch(std::span<const draft_request>(&r, 1))[0]);
+}
+
+std::vector<std::vector<int32_t>> dflash2_drafter::propose_batch(std::span<const draft_request> reqs) {
+  std::vector<dflash2::block_output> out = draft_batch(reqs, /*logits=*/false);
+  std::vector<std::vector<int32_t>> drafts(out.size());
+  for (size_t i = 0; i < out.size(); ++i) drafts[i] = std::move(out[i].draft);
+  return drafts;
+}
+
+std::vector<dflash2::block_output> dflash2_drafter::draft_batch(std::span<const draft_request> reqs, bool logits) {
+  std::vector<dflash2::block_output> outputs(reqs.size());
+  // The sequences asked for a draft, their pending taps turned into context rows together.
+  std::vector<dflash2::sequence_context*> asked(reqs.size(), nullptr);
+  std::vector<dflash2::sequence_context*> to_flush;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const draft_context& ctx = reqs[i].ctx;
+    if (std::min({ctx.max_draft, k_, weights_->config().block_size - 1}) <= 0 || ctx.tokens.empty()) continue;
+    auto it = seqs_.find(reqs[i].seq_id);
+    if (it == seqs_.end()) continue;
+    asked[i] = &it->second;
+    if (std::find(to_flush.begin(), to_flush.end(), asked[i]) == to_flush.end()) to_flush.push_back(asked[i]);
+  }
+  if (to_flush.empty()) return outputs;
+  pass_->flush(to_flush);
+
+  std::vector<dflash2::block_request> blocks;
+  std::vector<size_t> owners;  // blocks[j] drafts for reqs[owners[j]]
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (!asked[i]) continue;
+    const draft_context& ctx = reqs[i].ctx;
+    const auto anchor_pos = static_cast<int64_t>(ctx.tokens.size()) - 1;
+    // Nothing observed in reach (a sequence whose prompt the prefix cache served whole):
+    // nothing to condition on.
+    if (asked[i]->window(anchor_pos).n == 0) continue;
+    check_anchor(ctx.tokens.back());
+    // Rows at the anchor or later (a rollback the engine has not re-observed yet) cannot be
+    // this block's context; the next observe() brings them back.
+    asked[i]->crop(anchor_pos);
+    const int slots = std::min({ctx.max_draft, k_, weights_->config().block_size - 1});
+    blocks.push_back({.seq = asked[i], .anchor = ctx.tokens.back(), .anchor_pos = anchor_pos, .slots = slots});
+    owners.push_back(i);
+  }
+  if (blocks.empty()) return outputs;
+  std::vector<dflash2::block_output> out = pass_->blocks(blocks, logits);
+  for (size_t j = 0; j < out.size(); ++j) outputs[owners[j]] = std::move(out[j]);
+  return outputs;
+}
+
+void dflash2_drafter::check_anchor(int32_t anchor) const {
+  if (!model_) throw error("drafter.dflash2: propose() before bind()");
+  if (anchor < 0 || anchor >= weights_->config().target.vocab_size)
+    throw error("drafter.dflash2: anchor token " + std::to_string(anchor) + " is outside the vocabulary");
 }
 
 void dflash2_drafter::release(uint64_t seq_id, std::span<const int32_t>) { seqs_.erase(seq_id); }

@@ -12,6 +12,7 @@
 //   d.bind(target);                                   // refuses a mismatched target
 //   d.observe(seq, first_pos, taps);                  // the engine, after each forward
 //   d.propose(seq, {.tokens = t, .max_draft = 7});
+//   d.propose_batch(requests);                        // the engine: all drafting sequences at once
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -44,16 +45,21 @@ class dflash2_drafter final : public drafter {
   explicit dflash2_drafter(const dflash2_settings& s);
   ~dflash2_drafter() override;
 
-  draft_limits limits() const override { return {k_, s_.disable_above_batch, s_.adaptive}; }
+  draft_limits limits() const override { return {k_, s_.disable_above_batch, s_.adaptive, /*batched=*/true}; }
   std::vector<int> target_layers() const override { return weights_->config().target_layers; }
   void bind(const draft_target& target) override;
   void observe(uint64_t seq_id, int64_t first_pos, std::span<const tensor_view> taps) override;
   std::vector<int32_t> propose(uint64_t seq_id, const draft_context& ctx) override;
+  // Every sequence's block in one forward pass (forward_pass::blocks).
+  std::vector<std::vector<int32_t>> propose_batch(std::span<const draft_request> reqs) override;
   void release(uint64_t seq_id, std::span<const int32_t> output) override;
 
   // For tests: the block forward behind propose (logits and drafts of `slots` mask slots),
   // and the held state.
   dflash2::block_output draft_block(uint64_t seq_id, int32_t anchor, int64_t anchor_pos, int slots, bool logits = true);
+  // propose_batch's drafts (and logits, [slots, vocab] each) per request; a request that
+  // drafts nothing gets an empty output.
+  std::vector<dflash2::block_output> draft_batch(std::span<const draft_request> reqs, bool logits);
   const dflash2_config& config() const { return weights_->config(); }
   const dflash2::sequence_context* context(uint64_t seq_id) const;
   size_t live_sequences() const { return seqs_.size(); }
@@ -62,6 +68,8 @@ class dflash2_drafter final : public drafter {
 
  private:
   dflash2::sequence_context& sequence(uint64_t seq_id);
+  // error unless bound and `anchor` is a token id of the target.
+  void check_anchor(int32_t anchor) const;
 
   dflash2_settings s_;
   int k_ = 0;

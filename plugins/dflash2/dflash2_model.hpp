@@ -41,4 +41,7 @@ struct dflash2_model {
                                              const linear_weight& lm_head, bool q8_0 = false);
 };
 
+// ARCHITECTURE.md's rope: Hugging Face llama's rotate_half over the whole head.
+inline rope_params rope_of(const dflash2_config& c) { return {.theta = c.rope_theta, .rotary_dims = 0, .neox = true}; }
+
 }  // namespace tandem

@@ -178,3 +178,27 @@ BOOST_AUTO_TEST_CASE(in_a_batch_a_draft_must_pay_for_its_rows_against_every_sequ
   BOOST_TEST(c.choose(likely, 4) == 0);
   BOOST_TEST(c.choose(sure, 4) > 0);
 }
+
+BOOST_AUTO_TEST_CASE(a_draft_planned_ahead_and_shortened_counts_as_its_real_length) {
+  // A batched drafter's drafts are planned at the length asked for before they come back
+  // (the engine's propose_batch); one that comes back shorter gives its rows back, so the
+  // choices after it see the step as planned() with the real length would. On the GPU curve
+  // up to 16 rows cost the same: b fills the step to 16 rows.
+  for (int real : {0, 2, 4})
+    BOOST_TEST_CONTEXT("a returned " << real << " of 4") {
+      draft_controller ahead(true), after(true);
+      for (draft_controller* c : {&ahead, &after})
+        for (int64_t rows = 8; rows <= 20; ++rows) c->record_step(rows, gpu(rows));
+      draft_state a1, b1, a2, b2;
+      ahead.begin_step(8, 8);
+      after.begin_step(8, 8);
+      BOOST_TEST(ahead.choose(a1, 4) == 4);
+      BOOST_TEST(after.choose(a2, 4) == 4);
+      ahead.planned(a1, 4);
+      after.planned(a2, real);
+      ahead.shortened(a1, 4, real);
+      const int b = after.choose(b2, 7);
+      BOOST_TEST(b == std::min(7, 16 - 8 - real));
+      BOOST_TEST(ahead.choose(b1, 7) == b);
+    }
+}

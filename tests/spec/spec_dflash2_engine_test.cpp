@@ -93,6 +93,57 @@ BOOST_AUTO_TEST_CASE(propose_cost) {
   fs::remove_all(dir);
 }
 
+// What a step's drafts cost for 8 sequences (context 256 each, two new decode rows each
+// since the last draft): propose() for each against one propose_batch(); the same drafts.
+BOOST_AUTO_TEST_CASE(propose_batch_cost) {
+  const dflash2_config c = default_config();
+  const fs::path dir = temp_dir("batch_cost");
+  write_drafter(dir, c, {.bf16 = true, .shards = 1, .drop_tensor = {}, .seed = 9});
+  const auto n = static_cast<size_t>(c.target.vocab_size * c.hidden_size);
+  std::vector<float> table(n);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  for (float& x : table) x = normal(rng);
+  const tensor_info t{"table", dtype::f32, {c.target.vocab_size, c.hidden_size}, table.data(), n * 4};
+  cpu_target one_target(c, t, t), batch_target(c, t, t);
+  dflash2_drafter one(settings_for(dir, 7)), batched(settings_for(dir, 7));
+  one.bind(one_target.target);
+  batched.bind(batch_target.target);
+  const int sequences = 8, steps = 5;
+  const int64_t ctx = 256, rows = ctx + 2 * steps;
+  std::vector<float> tap(static_cast<size_t>(rows * c.hidden_size));
+  for (float& x : tap) x = normal(rng) * 20;
+  const auto observe = [&](int64_t from, int64_t to) {
+    const std::vector<tensor_view> taps(static_cast<size_t>(c.taps()),
+                                        tensor_view::contiguous(tap.data() + from * c.hidden_size, dtype::f32,
+                                                                {to - from, c.hidden_size}));
+    for (uint64_t s = 0; s < sequences; ++s) one.observe(s, from, taps), batched.observe(s, from, taps);
+  };
+  observe(0, ctx);
+  std::vector<std::vector<int32_t>> tokens(sequences);
+  double one_ms = 0, batch_ms = 0;
+  for (int step = 0; step < steps; ++step) {
+    const int64_t len = ctx + 2 * step;
+    if (step > 0) observe(len - 2, len);
+    std::vector<draft_request> reqs;
+    for (int s = 0; s < sequences; ++s) {
+      tokens[static_cast<size_t>(s)].assign(static_cast<size_t>(len) + 1, 100 + s);
+      reqs.push_back({static_cast<uint64_t>(s), {.tokens = tokens[static_cast<size_t>(s)], .prompt_len = 1, .max_draft = 7}});
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::vector<int32_t>> each;
+    for (const draft_request& r : reqs) each.push_back(one.propose(r.seq_id, r.ctx));
+    one_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    t0 = std::chrono::steady_clock::now();
+    const std::vector<std::vector<int32_t>> together = batched.propose_batch(reqs);
+    batch_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    BOOST_TEST((together == each));
+  }
+  BOOST_TEST_MESSAGE(sequences << " sequences, context " << ctx << ": propose() each " << one_ms / steps
+                               << " ms a step, propose_batch() " << batch_ms / steps << " ms");
+  fs::remove_all(dir);
+}
+
 #else
 
 BOOST_AUTO_TEST_CASE(greedy_with_the_trained_dflash2_equals_no_drafter) {

@@ -4,12 +4,15 @@
 //
 //   auto d = host.create<drafter>("drafter.ngram", cfg);
 //   auto draft = d->propose(seq_id, {.tokens = tokens, .prompt_len = n, .max_draft = 7});
+//   auto drafts = d->propose_batch(requests);   // the engine: every drafting sequence at once
 //   ... the engine verifies ...; d->accepted(seq_id, draft.size(), n_ok);
 //   d->release(seq_id, output);   // the request finished
 //
 // The engine asks each running decode sequence for a draft every step (unless the batch is
 // larger than limits().disable_above_batch, the request turned speculation off, or the
-// adaptive control found drafting not worth its cost for that sequence), appends
+// adaptive control found drafting not worth its cost for that sequence) through
+// propose_batch(): all of them in one call when limits().batched (a drafter that runs a
+// network drafts them in one pass), else one call per sequence, and appends
 // the draft to the sequence's step-plan row and keeps the longest prefix the target agrees
 // with, plus the target's own next token. Drafters here are deterministic: a draft is a
 // point mass, so verification needs no draft probabilities.
@@ -39,6 +42,12 @@ struct draft_context {
   int max_draft = 0;                // propose at most this many
 };
 
+// One sequence's part of a propose_batch() call.
+struct draft_request {
+  uint64_t seq_id = 0;
+  draft_context ctx;
+};
+
 // What a drafter conditioned on the target shares with it (drafter::bind). The pointers stay
 // valid while the drafter lives.
 struct draft_target {
@@ -58,6 +67,12 @@ struct draft_limits {
   // The engine picks each sequence's draft length (0..k) from its measured acceptance and
   // step times (core/src/engine/spec_control.hpp); false = always ask for up to k.
   bool adaptive = true;
+  // propose_batch() drafts several sequences for less than one propose() each (a network's
+  // pass). The engine then asks for all of a step's drafts at once, and its adaptive
+  // control plans each at the length asked for, before the drafter returns it (a draft that
+  // comes back shorter leaves the choices after it as if it had not). false: the engine asks
+  // one sequence at a time, each choice seeing the drafts before it at their real lengths.
+  bool batched = false;
 };
 
 class TANDEM_API drafter : public plugin_object {
@@ -66,6 +81,11 @@ class TANDEM_API drafter : public plugin_object {
   virtual draft_limits limits() const = 0;
   // Up to ctx.max_draft proposed continuation tokens (possibly none).
   virtual std::vector<int32_t> propose(uint64_t seq_id, const draft_context& ctx) = 0;
+  // propose() for several sequences (distinct seq_ids), drafts in the order of `reqs`; each
+  // must be exactly what propose() alone would return. The default calls propose() for each;
+  // a drafter whose per-call cost is fixed (a network's weights read, a device wait) does all
+  // of them at once.
+  virtual std::vector<std::vector<int32_t>> propose_batch(std::span<const draft_request> reqs);
   // Feedback after verification: the first n_accepted of n_proposed were accepted.
   virtual void accepted(uint64_t seq_id, int n_proposed, int n_accepted) {
     (void)seq_id, (void)n_proposed, (void)n_accepted;

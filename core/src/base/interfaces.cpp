@@ -20,6 +20,13 @@ linear_weight::~linear_weight() = default;
 kv_storage::~kv_storage() = default;
 scheduler::~scheduler() = default;
 drafter::~drafter() = default;
+
+std::vector<std::vector<int32_t>> drafter::propose_batch(std::span<const draft_request> reqs) {
+  std::vector<std::vector<int32_t>> drafts;
+  drafts.reserve(reqs.size());
+  for (const draft_request& r : reqs) drafts.push_back(propose(r.seq_id, r.ctx));
+  return drafts;
+}
 transport::~transport() = default;
 logger::~logger() = default;
 model::~model() = default;

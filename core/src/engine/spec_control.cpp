@@ -98,6 +98,13 @@ void draft_controller::planned(draft_state& s, int n) {
   tokens_ += expected_accepted(acceptance(s), n);
 }
 
+void draft_controller::shortened(draft_state& s, int asked, int n) {
+  if (n >= asked) return;
+  rows_ -= asked - n;
+  tokens_ -= expected_accepted(acceptance(s), asked) - expected_accepted(acceptance(s), std::max(n, 0));
+  if (n <= 0) planned(s, 0);  // what an empty draft tells (a probe's)
+}
+
 void draft_controller::observe(draft_state& s, int proposed, int accepted) {
   if (proposed <= 0) return;
   // Tokens examined: every accepted one and the first rejected one (the rest never got a say).

@@ -27,6 +27,7 @@
 //   c.begin_step(rows, samplers);             // the step's rows and sampled sequences so far
 //   int k = c.choose(s.draft, room);          // ask the drafter for at most k tokens
 //   c.planned(s.draft, draft.size());         // it returned that many: the step grows
+//   (batched drafter: c.planned(s.draft, k) at once, then c.shortened(s.draft, k, n) if n < k)
 //   ... forward, verify ...
 //   c.observe(s.draft, proposed, accepted);
 //   c.record_step(rows, seconds);
@@ -65,6 +66,9 @@ class draft_controller {
   int choose(draft_state& s, int room);
   // The drafter returned `n` tokens for the sequence `choose` was asked about.
   void planned(draft_state& s, int n);
+  // A draft planned at `asked` tokens before the drafter returned it (a batched drafter)
+  // came back with n < asked: the step shrinks back.
+  void shortened(draft_state& s, int asked, int n);
   void observe(draft_state& s, int proposed, int accepted);
   void record_step(int64_t rows, double seconds) { cost_.record(rows, seconds); }
 

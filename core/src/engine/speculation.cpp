@@ -52,6 +52,40 @@ std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector
   drafting.begin_step(rows, samplers);  // spec_control.hpp
   // Drafts count against the step's token budget: what the scheduler's items left.
   int64_t budget_left = draft_budget < 0 ? std::numeric_limits<int64_t>::max() : draft_budget;
+  // A batched drafter (draft_limits::batched) gets the step's drafting sequences together in
+  // one propose_batch (a network drafts them in one pass); any other, each as it is chosen.
+  // Either way each one's room is what it would be with the drafts before it already back at
+  // their real lengths: `waiting` counts those not yet back at their most (k tokens, and the
+  // pages k tokens would take).
+  std::vector<draft_request> reqs;
+  std::vector<size_t> owners;  // reqs[j] drafts for scheduled[owners[j]]
+  int64_t waiting_tokens = 0, waiting_pages = 0;
+  const auto propose_waiting = [&] {
+    if (reqs.empty()) return;
+    const double asked = now();
+    std::vector<std::vector<int32_t>> out = d->propose_batch(reqs);
+    st.spec_propose_seconds += now() - asked;
+    if (out.size() != reqs.size())
+      throw error(fmt::format("the drafter returned {} drafts for {} sequences", out.size(), reqs.size()));
+    for (size_t j = 0; j < reqs.size(); ++j) {
+      sequence& s = *scheduled[owners[j]];
+      std::vector<int32_t>& draft = out[j];
+      const int k = reqs[j].ctx.max_draft;
+      if (static_cast<int64_t>(draft.size()) > k)
+        throw error(fmt::format("the drafter proposed {} tokens, at most {} were asked for", draft.size(), k));
+      for (int32_t t : draft)
+        if (t < 0 || t >= vocab) throw error(fmt::format("the drafter proposed token id {}, outside the vocabulary", t));
+      if (!draft.empty() && !pool.grow(s.kv.pages, s.computed + 1 + static_cast<int64_t>(draft.size())))
+        throw error("speculative decoding: the KV pool could not hold a draft it had room for");
+      if (lim.batched) drafting.shortened(s.draft, k, static_cast<int>(draft.size()));
+      else drafting.planned(s.draft, static_cast<int>(draft.size()));
+      budget_left -= static_cast<int64_t>(draft.size());
+      drafts[owners[j]] = std::move(draft);
+    }
+    reqs.clear();
+    owners.clear();
+    waiting_tokens = waiting_pages = 0;
+  };
   for (size_t i = 0; i < scheduled.size(); ++i) {
     sequence& s = *scheduled[i];
     const auto len = static_cast<int64_t>(s.tokens.size());
@@ -62,29 +96,33 @@ std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector
     // plus the target's own token must fit both. The draft's KV slots come from the pages the
     // sequence holds and free pages only: a draft never evicts a cached prefix (the cache
     // must end up as a run without drafts leaves it) nor preempts anyone.
-    const int64_t slots = static_cast<int64_t>(s.kv.pages.size()) * pool.page_size() - (s.computed + 1) +
-                          pool.free_pages() * pool.page_size();
-    const int64_t room = std::min<int64_t>({lim.max_draft, s.req.max_new_tokens - s.generated - 1,
-                                            p.max_model_len - len - 1, budget_left, slots});
-    const int k = drafting.choose(s.draft, static_cast<int>(std::max<int64_t>(0, room)));
+    const int64_t held_slots = static_cast<int64_t>(s.kv.pages.size()) * pool.page_size() - (s.computed + 1);
+    const int64_t own_room = std::min<int64_t>({lim.max_draft, s.req.max_new_tokens - s.generated - 1,
+                                                p.max_model_len - len - 1});
+    const auto room_after = [&](int64_t tokens_taken, int64_t pages_taken) {
+      const int64_t slots = held_slots + (pool.free_pages() - pages_taken) * pool.page_size();
+      return std::max<int64_t>(0, std::min<int64_t>({own_room, budget_left - tokens_taken, slots}));
+    };
+    // When the waiting drafts' real lengths could change this sequence's room, they are
+    // drafted first: the room (and the adaptive choice made from it) stays exactly what
+    // asking one sequence at a time gives.
+    if (room_after(waiting_tokens, waiting_pages) != room_after(0, 0)) propose_waiting();
+    const int k = drafting.choose(s.draft, static_cast<int>(room_after(0, 0)));
     if (k <= 0) continue;
     draft_context ctx;
     ctx.tokens = s.tokens;
     ctx.prompt_len = s.prompt_len;
     ctx.max_draft = k;
-    const double asked = now();
-    std::vector<int32_t> draft = d->propose(s.id, ctx);
-    st.spec_propose_seconds += now() - asked;
-    if (static_cast<int64_t>(draft.size()) > k)
-      throw error(fmt::format("the drafter proposed {} tokens, at most {} were asked for", draft.size(), k));
-    for (int32_t t : draft)
-      if (t < 0 || t >= vocab) throw error(fmt::format("the drafter proposed token id {}, outside the vocabulary", t));
-    if (!draft.empty() && !pool.grow(s.kv.pages, s.computed + 1 + static_cast<int64_t>(draft.size())))
-      throw error("speculative decoding: the KV pool could not hold a draft it had room for");
-    drafting.planned(s.draft, static_cast<int>(draft.size()));
-    budget_left -= static_cast<int64_t>(draft.size());
-    drafts[i] = std::move(draft);
+    reqs.push_back({s.id, ctx});
+    owners.push_back(i);
+    waiting_tokens += k;
+    waiting_pages += std::max<int64_t>(0, pool.pages_for(s.computed + 1 + k) - static_cast<int64_t>(s.kv.pages.size()));
+    // The adaptive choices after this one count it at k tokens (shortened() corrects the step
+    // when it comes back shorter).
+    if (lim.batched) drafting.planned(s.draft, k);
+    else propose_waiting();
   }
+  propose_waiting();
   return drafts;
 }
 
