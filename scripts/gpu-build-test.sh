@@ -17,7 +17,7 @@ gpu_configure
 step build
 targets=(plugins/cuda/backend.cuda.so plugins/cpu/backend.cpu.so plugins/gguf/weights.gguf.so
          plugins/safetensors/weights.safetensors.so tests/models/test_glm_reference bench/glm/bench_glm_long_context
-         tests/gpu/test_gpu_ops tests/gpu/test_gpu_attention_tc tests/gpu/test_gpu_exl3 tests/gpu/test_gpu_exl3_moe tests/gpu/test_gpu_viterbi tests/gpu/test_gpu_moe tests/gpu/test_gpu_mla tests/gpu/test_gpu_model tests/gpu/test_gpu_batch_invariant
+         tests/gpu/test_gpu_ops tests/gpu/test_gpu_attention_tc tests/gpu/test_gpu_exl3 tests/gpu/test_gpu_exl3_moe tests/gpu/test_gpu_viterbi tests/gpu/test_gpu_moe tests/gpu/test_gpu_mla tests/gpu/test_gpu_small_ops tests/gpu/test_gpu_model tests/gpu/test_gpu_batch_invariant
          bench/cuda/bench_cuda_kernels bench/cuda/bench_cuda_model bench/cuda/bench_cuda_exl3
          bench/cuda/bench_cuda_exl3_moe bench/cuda/bench_cuda_moe bench/kv/bench_kv_quality
          cli/tandem plugins/fcfs/scheduler.fcfs.so plugins/local/transport.local.so

@@ -224,22 +224,27 @@ void linear_curve(double copy, std::mt19937& rng) {
     for (int64_t n : rows_list) {
       auto xv = tensor_view::contiguous(x->data(), dtype::f32, {n, sh.in}, be.dev());
       auto yv = tensor_view::contiguous(y->data(), dtype::f32, {n, sh.out}, be.dev());
-      struct path { const char* name; int staging; };  // -1: be.linear's dispatch; -2: gemv_q8_mma
+      struct path { const char* name; int staging; };  // -1: linear(); -2 / -3: gemv_q8_mma automatic / global
       std::vector<path> paths = {{"dispatch", -1}};
       if (n <= cuda::gemv_q8_max_tokens) {
         const cuda::dev_matrix& m0 = dynamic_cast<const cuda::cuda_linear&>(*ws[0]).matrix();
         if (cuda::gemv_q8_stageable(m0, n)) paths.push_back({"in-block", static_cast<int>(cuda::q8_staging::in_block)});
         paths.push_back({"global", static_cast<int>(cuda::q8_staging::global)});
       }
-      if (n <= cuda::gemv_q8_mma_max_tokens) paths.push_back({"mma", -2});
+      if (n <= cuda::gemv_q8_mma_max_tokens) {
+        const cuda::dev_matrix& m0 = dynamic_cast<const cuda::cuda_linear&>(*ws[0]).matrix();
+        paths.push_back({cuda::gemv_q8_mma_stageable(m0, n) ? "mma-blk" : "mma-glb", -2});
+        if (cuda::gemv_q8_mma_stageable(m0, n)) paths.push_back({"mma-glb", -3});
+      }
       for (const path& p : paths) {
         auto call = [&](int i) {
           const linear_weight& w = *ws[static_cast<size_t>(i) % ws.size()];
           if (p.staging == -1) {
             be.linear(w, xv, yv);
-          } else if (p.staging == -2) {
+          } else if (p.staging <= -2) {
             cuda::gemv_q8_mma(dynamic_cast<const cuda::cuda_linear&>(w).matrix(), static_cast<const float*>(x->data()),
-                              n, false, static_cast<float*>(y->data()), scratch->data(), be.stream());
+                              n, {}, false, static_cast<float*>(y->data()), scratch->data(), be.stream(),
+                              p.staging == -2 ? cuda::q8_staging::automatic : cuda::q8_staging::global);
           } else {
             const cuda::dev_matrix& m = dynamic_cast<const cuda::cuda_linear&>(w).matrix();
             cuda::gemv_q8_fused(m, static_cast<const float*>(x->data()), n, {}, false, static_cast<float*>(y->data()),

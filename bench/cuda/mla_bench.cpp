@@ -9,6 +9,12 @@
 // (W_UK and W_UV, 64 * (192 + 256) * 512 * 4 bytes), read once. The copy figure is read +
 // write bytes of a 2 GiB device copy in the same run (bench_util.hpp). Cache contents are a
 // constant (they change nothing in the kernel's work); pages are a shuffled permutation.
+// Decode steps run the tensor-core kernel (mla_attend_tc) where the device takes it, which
+// reads each latent row once (per row and split); not counted above are the absorbed
+// queries (147 KB a row, read from L2 by each split's block), the splits' partials (131 KB
+// per row and split, written then merged) and o_lat: ~50 MB at 32 x 8k against the 663 MB
+// counted, mostly L2-resident, so the % of copy is a slight understatement.
+// TANDEM_CUDA_MLA_TC=0 runs the f32 kernel instead (to compare).
 //
 //   build/bench/cuda/bench_cuda_mla [--seqs 1,8,32] [--contexts 8192,32768]
 #include <cuda_runtime_api.h>
@@ -17,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <string>
@@ -24,6 +31,7 @@
 
 #include "bench_util.hpp"
 #include "cuda_backend.hpp"
+#include "tandem_cuda/mla.hpp"
 #include "tandem/weight_format.hpp"
 #include "tandem_quant/ggml_blocks.hpp"
 
@@ -44,6 +52,17 @@ int main(int argc, char** argv) try {
   const int lat = rank + rope;
   cuda::cuda_backend be;
   const bench::device_info dev = bench::device_banner(be.stream());
+  {
+    cudaDeviceProp prop{};
+    int d = 0;
+    cudaGetDevice(&d);
+    cudaGetDeviceProperties(&prop, d);
+    const char* e = std::getenv("TANDEM_CUDA_MLA_TC");
+    const bool tc = (e == nullptr || std::string(e) != "0") &&
+                    cuda::mla_tc_supported(heads, rank, rope, prop.sharedMemPerBlockOptin);
+    std::printf("decode attention: %s\n", tc ? "tensor cores (mla_attend_tc: f16 operands, f32 accumulation)"
+                                              : "f32 CUDA cores (mla_attend)");
+  }
 
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 0.05f);

@@ -104,7 +104,8 @@ class cuda_backend final : public backend {
   void sample(tensor_view logits, std::span<const sampling_params> params,
               tensor_view ids) override;
 
-  // supports(): the dense family, attention_gqa, and the ops below (MoE, MLA, DSA, layer_norm).
+  // supports(): the dense family (attention_full, dynamic_conv and top_k included, also when
+  // batch_invariant), attention_gqa, and the ops below (MoE, MLA, DSA, layer_norm).
   // MoE (cuda_moe.cpp).
   bool supports(backend_op op) const override;
   std::unique_ptr<expert_weights> load_experts(std::span<const tensor_info* const> gate,
@@ -132,6 +133,14 @@ class cuda_backend final : public backend {
   void dsa_indexer(tensor_view q, tensor_view k, tensor_view w, kv_storage& kv, int layer,
                    const attention_batch& batch, int rope_dims, float rope_theta, int top_k,
                    tensor_view topk) override;
+
+  // Small ops (cuda_small_ops.cpp; kernels in tandem_cuda/small_ops.hpp): the host defaults'
+  // arithmetic on the stream, no round trip. attention_full: fp32, online softmax over key
+  // ranges and a merge (backend.cpu's result up to summation order; head_dim <= 256).
+  // dynamic_conv: the host default bit for bit. top_k: exact (k <= 64, rows <= 2^20).
+  void attention_full(tensor_view q, tensor_view k, tensor_view v, float scale, tensor_view out) override;
+  void dynamic_conv(tensor_view x, tensor_view taps, tensor_view base, tensor_view out) override;
+  void top_k(tensor_view x, int k, tensor_view ids, tensor_view values) override;
 
   void run_recorded(uint64_t key, const std::function<void()>& body) override;
 
@@ -173,6 +182,7 @@ class cuda_backend final : public backend {
   // mla_attention's absorbed queries, row table (shared with dsa_indexer), attended latents,
   // split partials and cleaned top-k lists; dsa_indexer's rotated queries and its scores.
   scratch mla_qcat_, mla_rows_, mla_lat_, mla_part_, mla_list_, dsa_q_, dsa_ws_;
+  scratch attn_full_part_, topk_ws_;  // attention_full's split partials; top_k's segment candidates
   scratch argmax_ws_;          // greedy argmax: tickets (left zero by every launch), parts
   int64_t argmax_rows_ = -1;   // the row count argmax_ws_ was last laid out for
   op_profiler prof_;

@@ -2,11 +2,14 @@
 // contracts; backend.cpu, plugins/cpu/mla.cpp, is the reference). Host-side shape checks,
 // then the launchers of tandem_cuda/mla.hpp and two cuBLAS fp32 GEMMs:
 //  - mla_attention: mla_prepare (row table, the latent cache write with k_rope rotated,
-//    q_rope rotated into qcat), the W_UK absorption q_lat[r, h] = W_UK[h]^T q_nope[r, h] as
-//    one strided-batched SGEMM over heads (written beside the rotated q_rope in qcat), the
-//    top-k lists cleaned up, mla_attend over the latent cache, then out[r, h] = W_UV[h]
-//    o_lat[r, h] as a second strided-batched SGEMM. fp32 throughout (cuBLAS's default math
-//    mode: no TF32), so backend.cpu's result up to summation order.
+//    q_rope rotated into qcat), the top-k lists cleaned up, the W_UK absorption
+//    q_lat[r, h] = W_UK[h]^T q_nope[r, h] as one strided-batched SGEMM over heads (written
+//    beside the rotated q_rope in qcat), the attention over the latent cache, then
+//    out[r, h] = W_UV[h] o_lat[r, h] as a second strided-batched SGEMM. The GEMMs are fp32
+//    (cuBLAS's default math mode: no TF32). The attention: decode steps (one row per
+//    sequence) at rank 512 + rope 64 run mla_attend_tc (tensor cores, f16 operands, f32
+//    accumulation: ~5e-4 of the output's norm from backend.cpu); everything else mla_attend
+//    (fp32: backend.cpu's result up to summation order).
 //  - dsa_indexer: dsa_prepare (key cache write, rotated q, scaled head weights), then
 //    dsa_select (scores and the top-k).
 // Nothing is read back: batch indices are device data that a recorded step replays with new
@@ -16,6 +19,7 @@
 #include "cuda_mla.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "check.hpp"
@@ -147,6 +151,15 @@ row_batch device_batch(const attention_batch& batch, const char* op) {
   return b;
 }
 
+// TANDEM_CUDA_MLA_TC=0 keeps decode steps on the f32 kernel (to compare the two).
+bool mla_tc_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TANDEM_CUDA_MLA_TC");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  return on;
+}
+
 }  // namespace
 
 void cuda_backend::layer_norm(tensor_view x, tensor_view weight, tensor_view bias, float eps, tensor_view out) {
@@ -221,15 +234,8 @@ void cuda_backend::mla_attention(tensor_view q, tensor_view kv_a, const mla_weig
   auto* o_lat = static_cast<float*>(grow(mla_lat_, static_cast<size_t>(n) * heads * rank * sizeof(float), op));
   mla_prepare(qv.p, qv.ld, av.p, av.ld, heads, nope, p.rope_dims, rank, p.rope_theta, kc, b, qcat, rinfo, stream_);
   check_launch("mla_attention (prepare)");
-  const float one = 1.0f, zero = 0.0f;
-  if (nope > 0) {
-    // Column-major: qcat[r, h, 0 .. rank) (rank x n, ld heads * D) = W_UK[h] (rank x nope, ld
-    // rank: the row-major [nope, rank] block) times q_nope[r, h] (nope x n, ld q's row).
-    check(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, rank, static_cast<int>(n), nope, &one,
-                                    mw->uk(), rank, mw->head_stride(), qv.p, static_cast<int>(qv.ld),
-                                    nope + p.rope_dims, &zero, qcat, heads * D, D, heads),
-          "mla_attention (W_UK gemm)");
-  }
+  // The top-k lists before the W_UK GEMM: the decode kernel's prologue reads them (and the
+  // row table and the new cache rows) before waiting for its predecessor, the GEMM.
   const int32_t* list = nullptr;
   int32_t* count = nullptr;
   if (given(topk)) {
@@ -242,12 +248,34 @@ void cuda_backend::mla_attention(tensor_view q, tensor_view kv_a, const mla_weig
     else topk_sanitize(tv.p, tv.ld, k, n, rinfo, lists, count, stream_);
     check_launch("mla_attention (topk lists)");
   }
+  const float one = 1.0f, zero = 0.0f;
+  if (nope > 0) {
+    // Column-major: qcat[r, h, 0 .. rank) (rank x n, ld heads * D) = W_UK[h] (rank x nope, ld
+    // rank: the row-major [nope, rank] block) times q_nope[r, h] (nope x n, ld q's row).
+    check(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, rank, static_cast<int>(n), nope, &one,
+                                    mw->uk(), rank, mw->head_stride(), qv.p, static_cast<int>(qv.ld),
+                                    nope + p.rope_dims, &zero, qcat, heads * D, D, heads),
+          "mla_attention (W_UK gemm)");
+  }
   const int64_t max_keys = int64_t{b.max_pages} * kc.page_size;
-  const mla_plan plan = plan_mla(n, heads, rank, p.rope_dims, max_keys, prop_.multiProcessorCount);
-  void* part = plan.part_bytes > 0 ? grow(mla_part_, plan.part_bytes, op) : nullptr;
-  mla_attend(plan, qcat, heads, rank, p.rope_dims, kc, b, rinfo, list, count, given(topk) ? tv.cols : 0, p.scale,
-             part, o_lat, stream_);
-  check_launch("mla_attention (attend)");
+  const bool decode = n == batch.n_seqs && mla_tc_enabled() &&
+                      mla_tc_supported(heads, rank, p.rope_dims, prop_.sharedMemPerBlockOptin);
+  const int64_t widest = given(topk) ? std::min<int64_t>(tv.cols, max_keys) : max_keys;
+  const mla_tc_plan tc_plan = decode ? plan_mla_tc(n, heads, widest, prop_.multiProcessorCount) : mla_tc_plan{};
+  if (decode && tc_plan.splits <= mla_tc_max_splits) {
+    // Decode (one row per sequence, as the engine's decode steps are): the tensor-core kernel.
+    const mla_tc_plan& plan = tc_plan;
+    void* part = plan.part_bytes > 0 ? grow(mla_part_, plan.part_bytes, op) : nullptr;
+    mla_attend_tc(plan, qcat, heads, kc, b, rinfo, list, count, given(topk) ? tv.cols : 0, p.scale, nope > 0, part,
+                  o_lat, stream_);
+    check_launch("mla_attention (attend, tensor cores)");
+  } else {
+    const mla_plan plan = plan_mla(n, heads, rank, p.rope_dims, max_keys, prop_.multiProcessorCount);
+    void* part = plan.part_bytes > 0 ? grow(mla_part_, plan.part_bytes, op) : nullptr;
+    mla_attend(plan, qcat, heads, rank, p.rope_dims, kc, b, rinfo, list, count, given(topk) ? tv.cols : 0, p.scale,
+               part, o_lat, stream_);
+    check_launch("mla_attention (attend)");
+  }
   // Column-major: out[r, h] (v x n, ld out's row) = W_UV[h] (the row-major [v, rank] block
   // is rank x v with ld rank, hence OP_T) times o_lat[r, h] (rank x n, ld heads * rank).
   check(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, vd, static_cast<int>(n), rank, &one, mw->uv(),

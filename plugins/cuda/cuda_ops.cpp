@@ -180,7 +180,7 @@ void cuda_backend::dense_linear(const cuda_linear& lw, const float* xp, int64_t 
   // launches of up to gemv_limit rows.
   if (uses_mma(m, n)) {
     void* ws = grow(q8_, std::max<size_t>(gemv_q8_scratch_bytes(n, m.in), 16), "linear");
-    gemv_q8_mma(m, xp, n, accumulate, yp, ws, stream_);
+    gemv_q8_mma(m, xp, n, dev_prologue{}, accumulate, yp, ws, stream_);
     check_launch("linear (mma)");
     return;
   }
@@ -245,6 +245,16 @@ void cuda_backend::linear_fused(const linear_weight& w, tensor_view x, const lin
     const dev_matrix& m = lw->matrix();
     void* ws = grow(q8_, std::max<size_t>(gemv_q8_scratch_bytes(n, m.in), 16), op);
     gemv_q8_fused(m, xp, n, dp, accumulate, yp, ws, stream_);
+    check_launch("linear (fused)");
+    return;
+  }
+  // 5..mma_max_rows rows: the int8 tensor-core kernel stages x with the prologue too.
+  if (lw != nullptr && uses_mma(lw->matrix(), n) &&
+      (dp.kind == dev_prologue::none || gemv_q8_mma_stageable(lw->matrix(), n))) {
+    op_profiler::scope timed(prof_, "linear (fused)", stream_);
+    const dev_matrix& m = lw->matrix();
+    void* ws = grow(q8_, std::max<size_t>(gemv_q8_scratch_bytes(n, m.in), 16), op);
+    gemv_q8_mma(m, xp, n, dp, accumulate, yp, ws, stream_);
     check_launch("linear (fused)");
     return;
   }

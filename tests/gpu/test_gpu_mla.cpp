@@ -20,6 +20,15 @@
 //    a score error e into a relative weight error e: 1e-4 per row (norm-wise) leaves an
 //    order of magnitude of margin over the ~1e-6 expected and still catches a wrong key,
 //    head or position (those give O(1) errors).
+//  - mla_attention's decode steps at rank 512 + rope 64 (one row per sequence) run the
+//    tensor-core kernel: q * scale, the latent rows and the softmax weights are rounded to
+//    f16 (11-bit significand, unit roundoff u = 2^-11 = 4.9e-4, RMS ~u / sqrt(3)) once each,
+//    with f32 accumulation and softmax. With scores of unit variance a score's error is
+//    ~sqrt(2) * 2.8e-4, so each weight is off by that relative amount, and the weighted sum
+//    of rounded latents adds ~2.8e-4 more, independently per key: a host emulation of the
+//    kernel at these tests' statistics gives 2.1e-4 .. 3.8e-4 per row (norm-wise) at
+//    contexts 1 .. 8192, dense and top-k. 3e-3 leaves ~8x of margin and still catches a
+//    wrong key, head or position (O(1) errors). The f32 kernel's ~1e-6 shows which ran.
 //  - dsa_indexer: the chosen positions are compared with naive double scores (the CPU
 //    test's method): entry j must be a new causal position whose score is within 1e-4
 //    (relative to 1 + |score|) of the j-th best, -1 past the context; random scores may be
@@ -27,6 +36,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <set>
@@ -38,6 +48,7 @@
 #include "cpu_weights.hpp"
 #include "cuda_weights.hpp"
 #include "gpu_util.hpp"
+#include "tandem_cuda/mla.hpp"
 #include "tandem/error.hpp"
 #include "test_util.hpp"
 
@@ -107,7 +118,7 @@ struct both_batches {
 // Sequences of the given (cached, new) token counts over pages drawn at random from the pool
 // (shuffled: no sequence's pages are in order).
 std::vector<test::seq_spec> shuffled_seqs(const std::vector<std::pair<int, int>>& lens, int page_size,
-                                          int64_t n_pages) {
+                                          int64_t n_pages, int min_pages = 0) {
   std::vector<int32_t> free(static_cast<size_t>(n_pages));
   std::iota(free.begin(), free.end(), 0);
   std::shuffle(free.begin(), free.end(), rng());
@@ -117,7 +128,7 @@ std::vector<test::seq_spec> shuffled_seqs(const std::vector<std::pair<int, int>>
     test::seq_spec s;
     s.cached = cached;
     s.n_new = fresh;
-    const int pages = (cached + fresh + page_size - 1) / page_size;
+    const int pages = std::max(min_pages, (cached + fresh + page_size - 1) / page_size);  // a wider table: unused pages
     BOOST_REQUIRE(next + pages <= free.size());
     s.pages.assign(free.begin() + next, free.begin() + next + pages);
     next += pages;
@@ -146,16 +157,16 @@ struct cache_pair {
     gpu().copy_to_device(gpu_keys(), v.data(), v.size() * sizeof(float));
     gpu().synchronize();
   }
-  // The step's new slots on both sides agree.
+  // The step's new slots on both sides agree (each row copied on its own: pools are large).
   void check_written(const both_batches& b, const std::string& what) const {
     const int d = layout.head_dim;
-    std::vector<float> g(static_cast<size_t>(floats()));
-    gpu().copy_to_host(g.data(), gpu_keys(), g.size() * sizeof(float));
-    gpu().synchronize();
     const float* c_k = cpu_keys();
+    std::vector<float> gr(static_cast<size_t>(d));
     for (size_t r = 0; r < b.host.slot_mapping.size(); ++r) {
       const int64_t at = int64_t{b.host.slot_mapping[r]} * d;
-      const std::vector<float> gr(g.begin() + at, g.begin() + at + d), cr(c_k + at, c_k + at + d);
+      gpu().copy_to_host(gr.data(), gpu_keys() + at, gr.size() * sizeof(float));
+      gpu().synchronize();
+      const std::vector<float> cr(c_k + at, c_k + at + d);
       const double e = test::rel_err(gr, cr);
       if (e > 1e-5) BOOST_ERROR(what << ": cache row " << r << " differs (rel err " << e << ")");
     }
@@ -200,9 +211,9 @@ struct mla_pair {
   }
 
   // Both backends on the same random q / kv_a (and top-k lists when k > 0); returns the
-  // worst per-row relative error of the GPU's output.
+  // worst per-row relative error of the GPU's output, which must be below tol.
   double step(const std::vector<test::seq_spec>& seqs, const std::vector<int32_t>& sel, int k,
-              const std::string& what) {
+              const std::string& what, double tol = 1e-4) {
     both_batches b(seqs, c.page_size);
     const int64_t n = b.host.batch.n_tokens;
     const int qd = c.nope + c.rope, ad = c.rank + c.rope;
@@ -223,8 +234,8 @@ struct mla_pair {
     kv.check_written(b, what);
     const double e = worst_row_err(out_g, out_c, n);
     BOOST_TEST_MESSAGE(what << ": worst row rel err " << e);
-    BOOST_TEST(e < 1e-4, what << " (heads " << c.heads << ", rank " << c.rank << ", " << name(c.wtype)
-                              << "): worst row rel err " << e);
+    BOOST_TEST(e < tol, what << " (heads " << c.heads << ", rank " << c.rank << ", " << name(c.wtype)
+                             << "): worst row rel err " << e);
     return e;
   }
 };
@@ -309,6 +320,170 @@ BOOST_AUTO_TEST_CASE(mla_glm5_shapes) {
       sel.insert(sel.end(), all.begin(), all.end());
     }
     fx.step(seqs, sel, 2048, tag + " top-2048");
+  }
+}
+
+// ---- MLA decode on tensor cores (mla_attend_tc: one row per sequence, rank 512 + rope 64)
+
+namespace {
+
+constexpr double tc_tol = 3e-3;  // f16 operands: see the tolerance note at the top
+
+// Whether this device runs decode steps on the tensor-core kernel (H100 / H200; not GB10,
+// whose blocks get too little shared memory; not with TANDEM_CUDA_MLA_TC=0).
+bool tc_path() {
+  if (const char* e = std::getenv("TANDEM_CUDA_MLA_TC"); e != nullptr && std::string(e) == "0") return false;
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return false;
+  return cuda::mla_tc_supported(64, 512, 64, p.sharedMemPerBlockOptin);
+}
+
+mla_shape glm5_decode_shape(int64_t n_pages, int page_size) {
+  mla_shape s;
+  s.heads = 64;
+  s.nope = 192;
+  s.rope = 64;
+  s.v = 256;
+  s.rank = 512;
+  s.page_size = page_size;
+  s.n_pages = n_pages;
+  s.wtype = dtype::bf16;
+  s.q_scale = 0.1f;  // scores of about unit variance, as mla_glm5_shapes
+  return s;
+}
+
+// Top-k lists as the indexer writes them: k distinct positions of each row's causal context
+// in random order (all of them when the context is shorter than k), then -1; with
+// `minus_share`, about that share of the k entries is -1 among the positions.
+std::vector<int32_t> distinct_lists(const test::batch_builder& b, int k, double minus_share = 0.0) {
+  std::vector<int32_t> sel;
+  std::bernoulli_distribution minus(minus_share);
+  for (int32_t p : b.positions) {
+    std::vector<int32_t> all(static_cast<size_t>(p) + 1);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng());
+    all.resize(std::min<size_t>(all.size(), static_cast<size_t>(k)));
+    for (int32_t& x : all)
+      if (minus(rng())) x = -1;
+    all.resize(static_cast<size_t>(k), -1);
+    sel.insert(sel.end(), all.begin(), all.end());
+  }
+  return sel;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(mla_decode_tensor_cores) {
+  // GLM-5's attention shapes over 16-token pages drawn at random from the pool: 1, 8 and 32
+  // sequences at contexts 1, 15, 16, 17 (page boundaries), 1000 and 8192, dense and with
+  // DSA's top-2048 lists; every step against backend.cpu.
+  const int page_size = 16;
+  mla_pair fx(glm5_decode_shape(32 * (8192 / page_size) + 64, page_size));
+  fx.kv.fill_random(1.0f);
+  double long_err = 0.0;
+  for (int n : {1, 8, 32}) {
+    for (int ctx : {1, 15, 16, 17, 1000, 8192}) {
+      const std::vector<std::pair<int, int>> lens(static_cast<size_t>(n), {ctx - 1, 1});
+      const auto seqs = shuffled_seqs(lens, page_size, fx.c.n_pages);
+      test::batch_builder b(seqs, page_size);
+      const std::string tag = "decode " + std::to_string(n) + " x " + std::to_string(ctx);
+      const double e = fx.step(seqs, {}, 0, tag + " dense", tc_tol);
+      if (n == 32 && ctx == 8192) long_err = e;
+      fx.step(seqs, distinct_lists(b, 2048), 2048, tag + " top-2048", tc_tol);
+    }
+  }
+  // The f32 kernel matches backend.cpu to ~1e-6; f16 operands leave ~3e-4: the tensor-core
+  // kernel is the one that ran.
+  if (tc_path()) BOOST_TEST(long_err > 2e-5, "32 x 8192 dense: rel err " << long_err << ", expected f16's ~3e-4");
+
+  // Mixed contexts in one batch under a page table as wide as 8192 keys: the split count is
+  // set by the table's width, so the short rows leave most splits empty; some sequences
+  // share no page order with another. Top-k lists shorter than the context with -1s among
+  // the positions, and longer than it (all positions, then -1s).
+  const std::vector<int> ctxs{1, 15, 16, 17, 1000, 8192, 33, 4097};
+  std::vector<std::pair<int, int>> lens;
+  for (int c : ctxs) lens.push_back({c - 1, 1});
+  const auto seqs = shuffled_seqs(lens, page_size, fx.c.n_pages, 8192 / page_size);
+  test::batch_builder b(seqs, page_size);
+  fx.step(seqs, {}, 0, "mixed contexts, wide table, dense", tc_tol);
+  fx.step(seqs, distinct_lists(b, 64, 0.25), 64, "mixed contexts, top-64 with -1s", tc_tol);
+  fx.step(seqs, distinct_lists(b, 2048, 0.1), 2048, "mixed contexts, top-2048 with -1s", tc_tol);
+  // No listed position at all for some rows (every entry -1): zeros, as backend.cpu.
+  std::vector<int32_t> none = distinct_lists(b, 16);
+  std::fill(none.begin(), none.begin() + 3 * 16, -1);
+  fx.step(seqs, none, 16, "rows without listed positions", tc_tol);
+  // More heads than a block's 64 (two head groups) and fewer (a padded group).
+  for (int heads : {128, 40}) {
+    mla_shape hs = glm5_decode_shape(4 * (1024 / page_size) + 16, page_size);
+    hs.heads = heads;
+    mla_pair hx(hs);
+    hx.kv.fill_random(1.0f);
+    const auto hseqs = shuffled_seqs({{999, 1}, {16, 1}, {0, 1}, {520, 1}}, page_size, hs.n_pages);
+    test::batch_builder hb(hseqs, page_size);
+    hx.step(hseqs, {}, 0, "heads " + std::to_string(heads) + " dense", tc_tol);
+    hx.step(hseqs, distinct_lists(hb, 256, 0.2), 256, "heads " + std::to_string(heads) + " top-256", tc_tol);
+  }
+  // GLM-5's 64-token pages (the bench's), one long sequence.
+  mla_pair px(glm5_decode_shape(8192 / 64 + 8, 64));
+  px.kv.fill_random(1.0f);
+  const auto pseqs = shuffled_seqs({{8192, 1}}, 64, px.c.n_pages);
+  test::batch_builder pb(pseqs, 64);
+  px.step(pseqs, {}, 0, "page 64, 1 x 8193 dense", tc_tol);
+  px.step(pseqs, distinct_lists(pb, 2048), 2048, "page 64, 1 x 8193 top-2048", tc_tol);
+}
+
+BOOST_AUTO_TEST_CASE(mla_decode_tensor_cores_recorded) {
+  // Dense and top-k decode steps recorded once as a CUDA graph and replayed with other
+  // contexts, slots, page tables and lists (same shapes: 4 sequences, 64 pages of 16 each).
+  const int page_size = 16, n = 4, width = 64, k = 128;
+  const mla_shape s = glm5_decode_shape(n * width + 16, page_size);
+  mla_pair fx(s);
+  fx.kv.fill_random(1.0f);
+  const int qd = s.nope + s.rope, ad = s.rank + s.rope;
+  dvec<float> q(gpu(), n * s.heads * qd), a(gpu(), n * ad), out_d(gpu(), n * s.heads * s.v),
+      out_k(gpu(), n * s.heads * s.v);
+  dvec<int32_t> tk(gpu(), n * k), qs(gpu(), n + 1), sl(gpu(), n), pt(gpu(), n * width), sm(gpu(), n), pos(gpu(), n);
+  attention_batch db;
+  db.n_seqs = n, db.n_tokens = n, db.max_pages_per_seq = width;
+  db.query_start = qs.view({n + 1}), db.seq_lens = sl.view({n}), db.page_table = pt.view({n, width});
+  db.slot_mapping = sm.view({n}), db.positions = pos.view({n});
+  const mla_params p = fx.params();
+  auto body = [&] {
+    gpu().mla_attention(q.view({n, s.heads, qd}), a.view({n, ad}), *fx.wg, *fx.kv.g, 0, db, p, tensor_view{},
+                        out_d.view({n, s.heads, s.v}));
+    gpu().mla_attention(q.view({n, s.heads, qd}), a.view({n, ad}), *fx.wg, *fx.kv.g, 0, db, p, tk.view({n, k}),
+                        out_k.view({n, s.heads, s.v}));
+  };
+  const std::vector<std::vector<int>> rounds{{1, 300, 17, 1024}, {1024, 16, 2, 700}, {33, 1, 1000, 15}, {512, 513, 64, 1}};
+  for (size_t round = 0; round < rounds.size(); ++round) {
+    std::vector<std::pair<int, int>> lens;
+    for (int c : rounds[round]) lens.push_back({c - 1, 1});
+    const auto seqs = shuffled_seqs(lens, page_size, s.n_pages, width);
+    both_batches b(seqs, page_size);
+    BOOST_REQUIRE(b.host.batch.max_pages_per_seq == width);
+    gpu().copy_to_device(qs.buf->data(), b.host.query_start.data(), (n + 1) * 4);
+    gpu().copy_to_device(sl.buf->data(), b.host.seq_lens.data(), n * 4);
+    gpu().copy_to_device(pt.buf->data(), b.host.page_table.data(), n * width * 4);
+    gpu().copy_to_device(sm.buf->data(), b.host.slot_mapping.data(), n * 4);
+    gpu().copy_to_device(pos.buf->data(), b.host.positions.data(), n * 4);
+    std::vector<int32_t> lists = distinct_lists(b.host, k, 0.2);
+    std::vector<float> hq = scaled(test::random_floats(rng(), n * s.heads * qd), s.q_scale),
+                       ha = test::random_floats(rng(), n * ad);
+    gpu().copy_to_device(q.buf->data(), hq.data(), hq.size() * 4);
+    gpu().copy_to_device(a.buf->data(), ha.data(), ha.size() * 4);
+    gpu().copy_to_device(tk.buf->data(), lists.data(), lists.size() * 4);
+    gpu().run_recorded(0x6d6c6174, body);
+    const size_t graphs = gpu().recorded_graphs();
+    std::vector<float> od(static_cast<size_t>(n * s.heads * s.v)), ok(od.size());
+    cpu_ref().mla_attention(view(hq, {n, s.heads, qd}), view(ha, {n, ad}), *fx.wc, *fx.kv.c, 0, b.host.batch, p,
+                            tensor_view{}, view(od, {n, s.heads, s.v}));
+    cpu_ref().mla_attention(view(hq, {n, s.heads, qd}), view(ha, {n, ad}), *fx.wc, *fx.kv.c, 0, b.host.batch, p,
+                            view(lists, {n, k}), view(ok, {n, s.heads, s.v}));
+    const double ed = worst_row_err(out_d.host(), od, n), ek = worst_row_err(out_k.host(), ok, n);
+    BOOST_TEST_MESSAGE("recorded round " << round << ": dense " << ed << ", top-" << k << " " << ek);
+    BOOST_TEST(ed < tc_tol, "round " << round << ": dense rel err " << ed << " (graphs " << graphs << ")");
+    BOOST_TEST(ek < tc_tol, "round " << round << ": top-k rel err " << ek << " (graphs " << graphs << ")");
+    fx.kv.check_written(b, "recorded decode round " + std::to_string(round));
   }
 }
 

@@ -13,7 +13,8 @@
 // kernel keeps f32 activations: only the summation order differs (rel 1e-5). The tensor-core
 // kernel rounds x and h to f16 (11-bit mantissa, relative rounding 2^-11 ~ 4.9e-4 each, f32
 // accumulation): rel 4e-3 over the whole output. The unfused loop baseline rounds as mma.
-// Token counts 1, 3, 8 (GEMV), 9, 40, 200 (mma), with a skewed routing (two experts never
+// Token counts 1, 3, 8 (GEMV), 9 .. 600 (mma: experts of up to ~450 rows, so every CTA shape
+// of the wide kernel and a second 256-row tile), with a skewed routing (two experts never
 // chosen) and invalid ids (-1, E), which contribute nothing. Two runs of the fused kernels
 // are bit-identical (no float atomics).
 //
@@ -150,15 +151,27 @@ BOOST_AUTO_TEST_CASE(experts_match_backend_cpu_at_every_token_count) {
   struct shape {
     int E, k;
     int64_t hidden, ffn;
+    std::vector<int64_t> tokens;
   };
-  // A small shape, and GLM-5's expert width (moe_intermediate_size 2048 at hidden 2048 keeps
-  // the test's memory and CPU time small while crossing every tile boundary).
-  for (const shape sh : {shape{8, 2, 64, 96}, shape{12, 8, 2048, 2048}}) {
+  // A small shape, one whose columns are not multiples of the mma kernels' 128 / 256-column
+  // tiles, and GLM-5's expert width (moe_intermediate_size 2048 at hidden 2048 keeps the
+  // test's memory and CPU time small while crossing every tile boundary). The skewed routing
+  // puts expert 0 in 3/4 of the tokens (and by chance in the rest) and spreads the other
+  // pairs over E - 3 experts. Expert rows (the wide mma kernel's tiles: <= 128 rows one
+  // 128 x 256 CTA per column block, 129..256 one 256 x 128, more cut at 256), about:
+  //   E 8 k 2:   n 200: 167 / 47;  n 600: 500 (256 + 244) / 140;
+  //   E 16 k 8:  n 300: 268 (256 + 12) / 164;  n 600: 536 (256 + 256 + 24) / 328 (256 + 72);
+  //   E 12 k 8:  n 200: 190 / 157.
+  // On H100/H200 the wide kernel runs from 32 pairs an expert (P >= 32 E): E 8 n 200, 600;
+  // E 16 n 300, 600; E 12 n 200. The smaller mma counts run the 128 x 128 kernel.
+  const shape shapes[] = {{8, 2, 64, 96, {1, 3, 8, 9, 40, 200, 600}},
+                          {16, 8, 320, 192, {9, 300, 600}},
+                          {12, 8, 2048, 2048, {1, 3, 8, 9, 40, 200}}};
+  for (const shape& sh : shapes) {
     const expert_set s = random_experts(rng, dtype::bf16, sh.E, sh.hidden, sh.ffn);
     auto ew = gpu.load_experts(s.g, s.u, s.d);
     BOOST_TEST(ew->n_experts() == sh.E);
-    for (int64_t n : {1, 3, 8, 9, 40, 200}) {
-      if (sh.hidden > 64 && n == 200) continue;  // the CPU reference's time
+    for (int64_t n : sh.tokens) {
       std::vector<float> x = test::random_floats(rng, n * sh.hidden);
       std::vector<int32_t> ids;
       std::vector<float> w;

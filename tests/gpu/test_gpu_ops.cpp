@@ -261,12 +261,22 @@ BOOST_AUTO_TEST_CASE(gemv_q8_mma_matches_q8_mirror_and_is_row_invariant) {
       dvec<float> dx(be, x), dy(be, n * out);
       dvec<float> scratch(be, static_cast<int64_t>(cuda::gemv_q8_scratch_bytes(n, in) / 4 + 1));
       dy.poison();
-      cuda::gemv_q8_mma(m, static_cast<const float*>(dx.buf->data()), n, false, static_cast<float*>(dy.buf->data()),
+      cuda::gemv_q8_mma(m, static_cast<const float*>(dx.buf->data()), n, {}, false, static_cast<float*>(dy.buf->data()),
                         scratch.buf->data(), be.stream());
       BOOST_REQUIRE(cudaGetLastError() == cudaSuccess);
       const std::vector<float> got = dy.host();
       std::ostringstream what;
-      what << "mma " << name(sh.t) << " [" << out << " x " << in << "] parts " << sh.outs.size() << " n=" << n;
+      what << "mma " << name(sh.t) << " [" << out << " x " << in << "] parts " << sh.outs.size() << " n=" << n
+           << (cuda::gemv_q8_mma_stageable(m, n) ? " (x staged in-block)" : " (x quantized globally)");
+      // The other staging, where both exist: the same bytes of x, so the same bits.
+      if (cuda::gemv_q8_mma_stageable(m, n)) {
+        dvec<float> dg(be, n * out);
+        cuda::gemv_q8_mma(m, static_cast<const float*>(dx.buf->data()), n, {}, false,
+                          static_cast<float*>(dg.buf->data()), scratch.buf->data(), be.stream(),
+                          cuda::q8_staging::global);
+        BOOST_TEST(test::max_abs_err(dg.host(), got) == 0.0,
+                   what.str() << ": global vs in-block staging max |diff| " << test::max_abs_err(dg.host(), got));
+      }
       std::vector<float> ref;
       for (size_t i = 0; i < ws.size(); ++i) {
         const auto part = q8_linear_ref(sh.t, ws[i].info.data, sh.outs[i], in, x, n);
@@ -279,8 +289,8 @@ BOOST_AUTO_TEST_CASE(gemv_q8_mma_matches_q8_mirror_and_is_row_invariant) {
       for (int64_t t = 0; t < n; t += (n > 16 ? 7 : 1)) {
         dvec<float> x1(be, std::vector<float>(x.begin() + t * in, x.begin() + (t + 1) * in)), y1(be, out);
         y1.poison();
-        cuda::gemv_q8_mma(m, static_cast<const float*>(x1.buf->data()), 1, false, static_cast<float*>(y1.buf->data()),
-                          scratch.buf->data(), be.stream());
+        cuda::gemv_q8_mma(m, static_cast<const float*>(x1.buf->data()), 1, {}, false,
+                          static_cast<float*>(y1.buf->data()), scratch.buf->data(), be.stream());
         const std::vector<float> alone = y1.host();
         for (int i = 0; i < m.n_segs; ++i) {
           const int64_t start = m.seg[i], rows = m.seg[i + 1] - start;
@@ -291,7 +301,7 @@ BOOST_AUTO_TEST_CASE(gemv_q8_mma_matches_q8_mirror_and_is_row_invariant) {
       // accumulate: y0 + product, as add() rounds it.
       const auto y0 = test::random_floats(rng(), n * out, 10.0f);
       dvec<float> acc(be, y0);
-      cuda::gemv_q8_mma(m, static_cast<const float*>(dx.buf->data()), n, true, static_cast<float*>(acc.buf->data()),
+      cuda::gemv_q8_mma(m, static_cast<const float*>(dx.buf->data()), n, {}, true, static_cast<float*>(acc.buf->data()),
                         scratch.buf->data(), be.stream());
       const std::vector<float> summed = acc.host();
       double worst = 0.0;
@@ -303,17 +313,56 @@ BOOST_AUTO_TEST_CASE(gemv_q8_mma_matches_q8_mirror_and_is_row_invariant) {
   auto w = be.load_linear(test::random_weight(rng(), dtype::q4_1, 64, 576).info);
   const cuda::dev_matrix& m = dynamic_cast<const cuda::cuda_linear&>(*w).matrix();
   dvec<float> bx(be, 65 * 576), by(be, 65 * 64), scratch(be, static_cast<int64_t>(cuda::gemv_q8_scratch_bytes(65, 576) / 4 + 1));
-  auto run = [&](int64_t n, void* ws) {
-    cuda::gemv_q8_mma(m, static_cast<const float*>(bx.buf->data()), n, false, static_cast<float*>(by.buf->data()), ws,
-                      be.stream());
+  auto run = [&](int64_t n, void* ws, cuda::q8_staging st, cuda::dev_prologue pro) {
+    cuda::gemv_q8_mma(m, static_cast<const float*>(bx.buf->data()), n, pro, false, static_cast<float*>(by.buf->data()),
+                      ws, be.stream(), st);
   };
-  BOOST_CHECK_THROW(run(65, scratch.buf->data()), std::invalid_argument);
-  BOOST_CHECK_THROW(run(8, nullptr), std::invalid_argument);
+  cuda::dev_prologue gated;
+  gated.kind = cuda::dev_prologue::silu_mul;
+  gated.up = static_cast<const float*>(bx.buf->data());
+  BOOST_CHECK_THROW(run(65, scratch.buf->data(), cuda::q8_staging::automatic, {}), std::invalid_argument);  // rows > 64
+  BOOST_CHECK_THROW(run(40, nullptr, cuda::q8_staging::automatic, {}), std::invalid_argument);  // global, no scratch
+  BOOST_CHECK_THROW(run(33, scratch.buf->data(), cuda::q8_staging::in_block, {}), std::invalid_argument);  // > 32 staged
+  BOOST_CHECK_THROW(run(8, scratch.buf->data(), cuda::q8_staging::global, gated), std::invalid_argument);  // prologue
   auto wf = gpu().load_linear(test::random_weight(rng(), dtype::f32, 64, 576).info);
   BOOST_CHECK_THROW(cuda::gemv_q8_mma(dynamic_cast<const cuda::cuda_linear&>(*wf).matrix(),
-                                      static_cast<const float*>(bx.buf->data()), 8, false,
+                                      static_cast<const float*>(bx.buf->data()), 8, {}, false,
                                       static_cast<float*>(by.buf->data()), scratch.buf->data(), be.stream()),
                     std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(gemv_q8_mma_prologue_equals_separate_ops) {
+  // The staged prologue is pointwise.cu's arithmetic op for op (q8_stage.cuh), so the mma
+  // kernel on pro(x) staged in-block must equal the prologue kernel followed by the kernel
+  // on its output quantized globally, bit for bit; at 5..32 rows, a group and down's shape.
+  cuda::cuda_backend& be = gpu_q8();
+  for (auto [out, in] : {std::pair<int64_t, int64_t>{960, 576}, {576, 1536}}) {
+    auto lw = be.load_linear(test::random_weight(rng(), dtype::q4_1, out, in).info);
+    const cuda::dev_matrix& m = dynamic_cast<const cuda::cuda_linear&>(*lw).matrix();
+    for (int64_t n : {5, 8, 13, 16, 32}) {
+      auto x = test::random_floats(rng(), n * in, 2.0f), up = test::random_floats(rng(), n * in);
+      auto nw = test::random_floats(rng(), in);
+      dvec<float> dx(be, x), dup(be, up), dnw(be, nw), h(be, n * in), fused(be, n * out), sep(be, n * out);
+      dvec<float> scratch(be, static_cast<int64_t>(cuda::gemv_q8_scratch_bytes(n, in) / 4 + 1));
+      for (int k = 1; k <= 2; ++k) {
+        cuda::dev_prologue pro;
+        pro.kind = static_cast<cuda::dev_prologue::kind_t>(k);
+        pro.norm_weight = static_cast<const float*>(dnw.buf->data());
+        pro.eps = 1e-5f;
+        pro.up = static_cast<const float*>(dup.buf->data());
+        BOOST_REQUIRE(cuda::gemv_q8_mma_stageable(m, n));
+        cuda::gemv_q8_mma(m, static_cast<const float*>(dx.buf->data()), n, pro, false,
+                          static_cast<float*>(fused.buf->data()), scratch.buf->data(), be.stream());
+        if (k == 1) be.rms_norm(dx.view({n, in}), dnw.view({in}), 1e-5f, h.view({n, in}));
+        else be.silu_mul(dx.view({n, in}), dup.view({n, in}), h.view({n, in}));
+        cuda::gemv_q8_mma(m, static_cast<const float*>(h.buf->data()), n, {}, false,
+                          static_cast<float*>(sep.buf->data()), scratch.buf->data(), be.stream(),
+                          cuda::q8_staging::global);
+        const double d = test::max_abs_err(fused.host(), sep.host());
+        BOOST_TEST(d == 0.0, "[" << out << " x " << in << "] n=" << n << " prologue " << k << ": max |diff| " << d);
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(grouped_linear_is_segment_major) {

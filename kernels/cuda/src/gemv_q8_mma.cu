@@ -17,14 +17,23 @@
 // so lane q's one 32-bit load of bytes 4q..4q+3 gives a0 (low nibbles) and a2 (high
 // nibbles) directly; Q8_0's bytes are the values.
 //
-// Work: a block of KW warps owns 16 output rows; warp k takes weight blocks k, k + KW, ...
-// of the row (in order), every warp's partial sums go through shared memory and are added
-// in warp order. A (row, token) output is therefore summed in an order fixed by the
-// matrix's shape alone: the same bits whatever the other token rows are, and whether the
-// launch has 1 or 64 of them.
+// Work: a block of 8 warps owns RT tiles of 16 output rows, KS = 8 / RT warps per tile:
+// warp k of a tile takes weight blocks k, k + KS, ... of its rows (in order); with KS > 1
+// the warps' partial sums go through shared memory and are added in warp order. RT and KS
+// depend on the matrix's height only (tall matrices: 8 tiles a block, one warp each; the
+// rest: one tile, 8 warps), so a (row, token) output is summed in an order fixed by the
+// matrix alone: the same bits whatever the other token rows are, and whether the launch
+// has 1 or 64 of them.
+//
+// x is quantized either by every block into its shared memory (in-block staging, with
+// the linear's prologue applied on the way: q8_stage.cuh, the q8 GEMV's code; one launch)
+// or once into global scratch by the quantize kernel (more than 32 rows, or in > 4096);
+// both give the same bytes, so the output does not depend on the staging either.
+#include <atomic>
 #include <stdexcept>
 
 #include "common.cuh"
+#include "q8_stage.cuh"
 #include "tandem_cuda/kernels.hpp"
 
 namespace tandem::cuda {
@@ -32,6 +41,14 @@ namespace {
 
 constexpr int tile_rows = 16;
 constexpr int chunk_blocks = 4;  // weight blocks a warp requests before it computes any
+constexpr int block_warps = 8;
+constexpr int64_t tall_tiles = 1024;        // from 16384 rows: 8 tiles a block, one warp each
+constexpr int staged_max_tokens = 32;       // in-block staging's register budget (stage_x's 1 / rms)
+constexpr int64_t staged_max_in = 4096;
+constexpr size_t smem_max = 160 * 1024;     // opt-in budget of a staging block (sm_90: 227 KB)
+
+// Shared memory of a block: the cross-warp sums (KS > 1), then the staged x.
+constexpr size_t red_bytes(int ntile, int rt) { return rt == 1 ? size_t{block_warps} * ntile * 8 * (tile_rows + 1) * 4 : 0; }
 
 __device__ __forceinline__ void mma_s8(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                        uint32_t b1) {
@@ -109,13 +126,18 @@ __device__ __forceinline__ void block_terms(const afrag& f, int64_t b, int64_t n
   }
 }
 
-template <wformat F, int NTILE, int KW>
-__global__ void __launch_bounds__(KW * 32) gemv_q8_mma_kernel(dev_matrix w, const int8_t* __restrict__ xq,
-                                                              const float2* __restrict__ ds, float* __restrict__ y,
-                                                              int n, bool accumulate) {
-  __shared__ float red[KW][NTILE * 8][tile_rows + 1];
+template <wformat F, int NTILE, int RT, bool STAGED>
+__global__ void __launch_bounds__(block_warps * 32) gemv_q8_mma_kernel(dev_matrix w, const float* __restrict__ x,
+                                                                       dev_prologue pro,
+                                                                       const int8_t* __restrict__ gxq,
+                                                                       const float2* __restrict__ gds,
+                                                                       float* __restrict__ y, int n, bool accumulate) {
+  constexpr int KS = block_warps / RT;
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* red = reinterpret_cast<float*>(smem);  // [block_warps][NTILE * 8][tile_rows + 1] when KS > 1
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-  const int64_t nb = w.in / 32, row0 = int64_t{blockIdx.x} * tile_rows;
+  const int rt = warp % RT, ks = warp / RT;
+  const int64_t nb = w.in / 32, row0 = (int64_t{blockIdx.x} * RT + rt) * tile_rows;
   const int64_t r0 = row0 + g, r1 = row0 + g + 8;
   const bool v0 = r0 < w.out, v1 = r1 < w.out;
 
@@ -123,87 +145,160 @@ __global__ void __launch_bounds__(KW * 32) gemv_q8_mma_kernel(dev_matrix w, cons
 #pragma unroll
   for (int j = 0; j < NTILE; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-  // The first chunk of weights is requested before waiting for the quantize kernel, so
-  // its DRAM latency overlaps that kernel's tail.
+  // The first chunk of weights is requested before waiting for x's producer, so its DRAM
+  // latency overlaps that kernel's tail and this block's staging.
   afrag f[chunk_blocks];
 #pragma unroll
   for (int c = 0; c < chunk_blocks; ++c) {
-    const int64_t b = warp + int64_t{KW} * c;
+    const int64_t b = ks + int64_t{KS} * c;
     if (b < nb) f[c] = load_afrag<F>(w, r0, v0, r1, v1, b, nb, q);
   }
   detail::pdl_wait();
   detail::pdl_trigger();
-  for (int64_t b0 = warp; b0 < nb; b0 += int64_t{KW} * chunk_blocks) {
-    if (b0 != warp) {
+  const int8_t* xq = gxq;
+  const float2* ds = gds;
+  if constexpr (STAGED) {
+    auto* sq = reinterpret_cast<int8_t*>(smem + red_bytes(NTILE, RT));
+    auto* sds = reinterpret_cast<float2*>(sq + n * w.in);  // n * in is a multiple of 32
+    auto* sred = reinterpret_cast<float*>(sds + n * nb);
+    q8stage::stage_x<NTILE * 8, block_warps>(x, pro, n, static_cast<int>(w.in), sq, sds, sred, warp, lane);
+    __syncthreads();
+    xq = sq, ds = sds;
+  }
+  for (int64_t b0 = ks; b0 < nb; b0 += int64_t{KS} * chunk_blocks) {
+    if (b0 != ks) {
 #pragma unroll
       for (int c = 0; c < chunk_blocks; ++c) {
-        const int64_t b = b0 + int64_t{KW} * c;
+        const int64_t b = b0 + int64_t{KS} * c;
         if (b < nb) f[c] = load_afrag<F>(w, r0, v0, r1, v1, b, nb, q);
       }
     }
 #pragma unroll
     for (int c = 0; c < chunk_blocks; ++c) {
-      const int64_t b = b0 + int64_t{KW} * c;
+      const int64_t b = b0 + int64_t{KS} * c;
       if (b < nb) block_terms<NTILE>(f[c], b, nb, w.in, n, xq, ds, g, q, acc);
     }
   }
-#pragma unroll
-  for (int j = 0; j < NTILE; ++j) {
-    const int t0 = 8 * j + 2 * q;
-    red[warp][t0][g] = acc[j][0];
-    red[warp][t0 + 1][g] = acc[j][1];
-    red[warp][t0][g + 8] = acc[j][2];
-    red[warp][t0 + 1][g + 8] = acc[j][3];
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < n * tile_rows; i += KW * 32) {
-    const int t = i / tile_rows, r = i % tile_rows;
-    const int64_t row = row0 + r;
-    if (row >= w.out) continue;
-    float s = red[0][t][r];
-#pragma unroll
-    for (int k = 1; k < KW; ++k) s += red[k][t][r];
+  auto put = [&](int t, int64_t row, float s) {
     float* o = detail::out_at(w, y, n, t, row);
     *o = accumulate ? *o + s : s;
+  };
+  if constexpr (KS == 1) {  // the warp has whole rows: straight from the fragments
+#pragma unroll
+    for (int j = 0; j < NTILE; ++j) {
+      const int t0 = 8 * j + 2 * q, t1 = t0 + 1;
+      if (v0 && t0 < n) put(t0, r0, acc[j][0]);
+      if (v0 && t1 < n) put(t1, r0, acc[j][1]);
+      if (v1 && t0 < n) put(t0, r1, acc[j][2]);
+      if (v1 && t1 < n) put(t1, r1, acc[j][3]);
+    }
+  } else {
+    constexpr int T = NTILE * 8, P = tile_rows + 1;
+#pragma unroll
+    for (int j = 0; j < NTILE; ++j) {
+      const int t0 = 8 * j + 2 * q;
+      red[(warp * T + t0) * P + g] = acc[j][0];
+      red[(warp * T + t0 + 1) * P + g] = acc[j][1];
+      red[(warp * T + t0) * P + g + 8] = acc[j][2];
+      red[(warp * T + t0 + 1) * P + g + 8] = acc[j][3];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n * tile_rows; i += block_warps * 32) {
+      const int t = i / tile_rows, r = i % tile_rows;
+      const int64_t row = row0 + r;
+      if (row >= w.out) continue;
+      float s = red[t * P + r];
+#pragma unroll
+      for (int k = 1; k < KS; ++k) s += red[(k * T + t) * P + r];
+      put(t, row, s);
+    }
   }
 }
 
-template <wformat F, int NTILE>
-void launch_tiles(const dev_matrix& w, const int8_t* xq, const float2* ds, float* y, int64_t n, bool accumulate,
-                  cudaStream_t s) {
+size_t smem_bytes(int ntile, int rt, bool staged, int64_t n, int64_t in) {
+  return red_bytes(ntile, rt) + (staged ? q8stage::stage_smem_bytes(static_cast<int>(n), in) : 0);
+}
+
+template <wformat F, int NTILE, int RT, bool STAGED>
+void launch_shape(const dev_matrix& w, const float* x, const dev_prologue& pro, const int8_t* xq, const float2* ds,
+                  float* y, int64_t n, bool accumulate, cudaStream_t s) {
   const int64_t tiles = (w.out + tile_rows - 1) / tile_rows;
-  const dim3 grid(static_cast<unsigned>(tiles));
-  // Fewer tiles than two per SM (132 on the H200): more warps split each row's blocks.
-  if (tiles < 264)
-    detail::launch_pdl(gemv_q8_mma_kernel<F, NTILE, 8>, grid, dim3(8 * 32), 0, s, w, xq, ds, y, static_cast<int>(n),
-                       accumulate);
+  const unsigned grid = static_cast<unsigned>((tiles + RT - 1) / RT);
+  const size_t smem = smem_bytes(NTILE, RT, STAGED, n, w.in);
+  auto kernel = gemv_q8_mma_kernel<F, NTILE, RT, STAGED>;
+  // Past the default 48 KB a kernel must opt in, once per device (outside any graph
+  // capture: a step's first, eager run gets here first).
+  if (smem > 48 * 1024) {
+    static std::atomic<uint64_t> opted{0};
+    int dev = 0;
+    cudaGetDevice(&dev);
+    const uint64_t bit = uint64_t{1} << (dev & 63);
+    if ((opted.load() & bit) == 0) {
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_max));
+      opted.fetch_or(bit);
+    }
+  }
+  detail::launch_pdl(kernel, dim3(grid), dim3(block_warps * 32), smem, s, w, x, pro, xq, ds, y, static_cast<int>(n),
+                     accumulate);
+}
+
+template <wformat F, int NTILE, bool STAGED>
+void launch_rt(const dev_matrix& w, const float* x, const dev_prologue& pro, const int8_t* xq, const float2* ds,
+               float* y, int64_t n, bool accumulate, cudaStream_t s) {
+  if ((w.out + tile_rows - 1) / tile_rows >= tall_tiles)
+    launch_shape<F, NTILE, block_warps, STAGED>(w, x, pro, xq, ds, y, n, accumulate, s);
   else
-    detail::launch_pdl(gemv_q8_mma_kernel<F, NTILE, 4>, grid, dim3(4 * 32), 0, s, w, xq, ds, y, static_cast<int>(n),
-                       accumulate);
+    launch_shape<F, NTILE, 1, STAGED>(w, x, pro, xq, ds, y, n, accumulate, s);
 }
 
 template <wformat F>
-void launch(const dev_matrix& w, const int8_t* xq, const float2* ds, float* y, int64_t n, bool accumulate,
-            cudaStream_t s) {
-  if (n <= 8) launch_tiles<F, 1>(w, xq, ds, y, n, accumulate, s);
-  else if (n <= 16) launch_tiles<F, 2>(w, xq, ds, y, n, accumulate, s);
-  else if (n <= 32) launch_tiles<F, 4>(w, xq, ds, y, n, accumulate, s);
-  else launch_tiles<F, 8>(w, xq, ds, y, n, accumulate, s);
+void launch(const dev_matrix& w, const float* x, const dev_prologue& pro, const int8_t* xq, const float2* ds,
+            float* y, int64_t n, bool accumulate, bool staged, cudaStream_t s) {
+  if (staged) {  // n <= staged_max_tokens
+    if (n <= 8) launch_rt<F, 1, true>(w, x, pro, xq, ds, y, n, accumulate, s);
+    else if (n <= 16) launch_rt<F, 2, true>(w, x, pro, xq, ds, y, n, accumulate, s);
+    else launch_rt<F, 4, true>(w, x, pro, xq, ds, y, n, accumulate, s);
+    return;
+  }
+  if (n <= 8) launch_rt<F, 1, false>(w, x, pro, xq, ds, y, n, accumulate, s);
+  else if (n <= 16) launch_rt<F, 2, false>(w, x, pro, xq, ds, y, n, accumulate, s);
+  else if (n <= 32) launch_rt<F, 4, false>(w, x, pro, xq, ds, y, n, accumulate, s);
+  else launch_rt<F, 8, false>(w, x, pro, xq, ds, y, n, accumulate, s);
 }
+
+int ntile_of(int64_t n) { return n <= 8 ? 1 : n <= 16 ? 2 : n <= 32 ? 4 : 8; }
 
 }  // namespace
 
-void gemv_q8_mma(const dev_matrix& w, const float* x, int64_t n, bool accumulate, float* y, void* scratch,
-                 cudaStream_t stream) {
+bool gemv_q8_mma_stageable(const dev_matrix& w, int64_t n) {
+  if (!gemv_q8_supported(w) || n < 1 || n > staged_max_tokens || w.in > staged_max_in) return false;
+  const int rt = (w.out + tile_rows - 1) / tile_rows >= tall_tiles ? block_warps : 1;
+  return smem_bytes(ntile_of(n), rt, true, n, w.in) <= smem_max;
+}
+
+void gemv_q8_mma(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, bool accumulate, float* y,
+                 void* scratch, cudaStream_t stream, q8_staging staging) {
   if (n == 0 || w.out == 0) return;
   if (!gemv_q8_supported(w)) throw std::invalid_argument("gemv_q8_mma: q4_1 or q8_0 weights with in % 32 == 0 only");
   if (n < 0 || n > gemv_q8_mma_max_tokens) throw std::invalid_argument("gemv_q8_mma: more than 64 token rows");
-  if (scratch == nullptr) throw std::invalid_argument("gemv_q8_mma: x is quantized into scratch, which is missing");
-  auto* xq = static_cast<int8_t*>(scratch);
-  auto* ds = reinterpret_cast<float2*>(xq + n * w.in);  // 8-byte aligned: n * in is a multiple of 32
-  quantize_q8_rows(x, n, w.in, xq, ds, stream);
-  if (w.format == wformat::q4_1) launch<wformat::q4_1>(w, xq, ds, y, n, accumulate, stream);
-  else launch<wformat::q8_0>(w, xq, ds, y, n, accumulate, stream);
+  if (staging == q8_staging::automatic)
+    staging = gemv_q8_mma_stageable(w, n) ? q8_staging::in_block : q8_staging::global;
+  const bool staged = staging == q8_staging::in_block;
+  if (staged && !gemv_q8_mma_stageable(w, n))
+    throw std::invalid_argument("gemv_q8_mma: x does not fit a block's shared memory (at most 32 rows, in <= 4096: "
+                                "gemv_q8_mma_stageable)");
+  if (!staged && pro.kind != dev_prologue::none)
+    throw std::invalid_argument("gemv_q8_mma: a prologue needs x staged in shared memory (gemv_q8_mma_stageable)");
+  int8_t* xq = nullptr;
+  float2* ds = nullptr;
+  if (!staged) {
+    if (scratch == nullptr) throw std::invalid_argument("gemv_q8_mma: x quantized into global scratch needs scratch");
+    xq = static_cast<int8_t*>(scratch);
+    ds = reinterpret_cast<float2*>(xq + n * w.in);  // 8-byte aligned: n * in is a multiple of 32
+    quantize_q8_rows(x, n, w.in, xq, ds, stream);
+  }
+  if (w.format == wformat::q4_1) launch<wformat::q4_1>(w, x, pro, xq, ds, y, n, accumulate, staged, stream);
+  else launch<wformat::q8_0>(w, x, pro, xq, ds, y, n, accumulate, staged, stream);
 }
 
 }  // namespace tandem::cuda

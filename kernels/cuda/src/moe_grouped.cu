@@ -3,7 +3,7 @@
 // GEMMs are moe_grouped_mma.cu, the plan moe_route.cu.
 //
 // Launches of one forward (all on `stream`, no host reads, grids fixed by the token count):
-//   1. plan (1 block): pairs grouped by expert, active experts, row tiles;
+//   1. plan (1 block): pairs grouped by expert, active experts, row tiles (moe_tiles.hpp);
 //   gemv: 2. gate+up: grid (ffn / 16, min(E, P)): block y = the y-th active expert (blocks past
 //            the active count exit), warp = 2 columns of gate and of up (4 weight rows) over the
 //            expert's token rows, 4 at a time: each lane streams 16-byte chunks of the 4 rows
@@ -281,7 +281,9 @@ void moe_forward(const dev_experts& w, const float* x, int64_t ldx, int64_t toke
   const int64_t P = tokens * top_k;
   const moe_detail::moe_ws_layout L(w, tokens, top_k, k);
   const moe_ws ws = L.carve(workspace);
-  moe_detail::moe_plan(ids, P, top_k, w.n_experts, ws, stream);
+  // The GEMV kernels walk each expert's rows and never read the tiles.
+  const int cap = k == moe_kernel::mma ? moe_detail::moe_mma_row_cap(w.n_experts, P) : moe_detail::tile_rows;
+  moe_detail::moe_plan(ids, P, top_k, w.n_experts, cap, ws, stream);
   const unsigned experts_y = static_cast<unsigned>(std::min<int64_t>(w.n_experts, P));
   if (k == moe_kernel::gemv) {
     const dim3 gu(blocks(w.ffn, 16), experts_y), dn(blocks(w.hidden, 32), experts_y);

@@ -8,11 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "moe_tiles.hpp"
 #include "tandem_cuda/moe.hpp"
 
 namespace tandem::cuda::moe_detail {
-
-inline constexpr int tile_rows = 128;  // BM of the mma kernel: the plan cuts each expert's rows into such tiles
 
 // Pair p = t * top_k + j (token t, slot j). The plan sorts the valid pairs by expert: "slot"
 // s in [offsets[e], offsets[e] + counts[e]) is one of expert e's pairs (their order within an
@@ -22,7 +21,7 @@ struct moe_ws {
   int* counts;     // [E]
   int* offsets;    // [E + 1]
   int* active;     // [E]: the experts with pairs, ascending
-  int4* tiles;     // [max_tiles]: expert, first slot, rows (<= tile_rows), 0
+  int4* tiles;     // [max_tiles]: expert, first slot, rows (<= the plan's cap, moe_tiles.hpp), 0
   int* pair_slot;  // [P]: slot of pair p, -1 when its id is outside [0, E)
   int* slot_tok;   // [P]: token of slot s
   int* slot_pair;  // [P]: pair of slot s
@@ -33,7 +32,8 @@ struct moe_ws {
 
 inline size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
-inline int64_t max_tiles(int64_t E, int64_t P) { return P / tile_rows + std::min(E, P) + 1; }
+// The workspace's tile list holds the smallest cap's worst case (moe_tiles.hpp).
+inline int64_t max_tiles(int64_t E, int64_t P) { return max_tiles_for(E, P, tile_rows); }
 
 struct moe_ws_layout {
   size_t off[11] = {};
@@ -69,12 +69,15 @@ struct moe_ws_layout {
 };
 
 // moe_route.cu: one block groups the P pairs by expert (counts, exclusive scan, scatter) and
-// lists the active experts and the row tiles. E <= moe_max_experts.
-void moe_plan(const int32_t* ids, int64_t P, int top_k, int E, const moe_ws& w, cudaStream_t stream);
+// lists the active experts and the row tiles of at most `cap` rows. E <= moe_max_experts.
+void moe_plan(const int32_t* ids, int64_t P, int top_k, int E, int cap, const moe_ws& w, cudaStream_t stream);
 
 // moe_grouped_mma.cu: the tensor-core grouped GEMMs. gate+up: h16[slot] = f16(silu(g) * u)
 // of x16[slot_tok[slot]] against w13[e]; down: y[slot_pair[slot]] = h16[slot] w2[e]^T.
-// Grids: (column tiles, max_tiles); tiles past hdr[1] exit at once.
+// Grids: (128-column blocks, the cap's max tiles); tiles past hdr[1] exit at once.
+// moe_mma_row_cap: the plan's row cap these kernels take for E experts and P pairs on the
+// current device (wide_cap when they run the wide kernel, else tile_rows).
+int moe_mma_row_cap(int64_t E, int64_t P);
 void moe_mma_gate_up(const dev_experts& w, int64_t P, const moe_ws& ws, cudaStream_t stream);
 void moe_mma_down(const dev_experts& w, int64_t P, const moe_ws& ws, cudaStream_t stream);
 

@@ -1,7 +1,12 @@
-// The tensor-core grouped GEMMs of moe_forward's mma path (moe_grouped.cuh).
+// The tensor-core grouped GEMMs of moe_forward's mma path (moe_grouped.cuh): the choice
+// between the wide kernel (moe_grouped_wide.cu: row tiles up to 256, 64 x 64 warp tiles, one
+// CTA per SM, 3-4 stages of 54 KB) from 32 rows an expert on average where the device's
+// opt-in shared memory holds 3 of its stages (H100/H200: 227 KB), and the 128 x 128 kernel
+// below otherwise (fewer rows; GB10: 99 KB), which the plan then feeds 128-row tiles.
 //
-// One CTA = one (row tile, column tile): a row tile is up to 128 of one expert's slots (the
-// plan's tiles, expert-major), a column tile 128 rows of w13[e] (gate+up) or w2[e] (down).
+// The 128 x 128 kernel: one CTA = one (row tile, column tile): a row tile is up to 128 of
+// one expert's slots (the plan's tiles, expert-major), a column tile 128 rows of w13[e]
+// (gate+up) or w2[e] (down).
 // 8 warps as 2 (rows) x 4 (columns), a 64 x 32 warp tile = 4 x 4 m16n8k16 f16 mma with f32
 // accumulators. K advances in stages of 64 through a 3-stage cp.async ring (2 where the
 // device's opt-in shared memory is smaller than 3 x 36 KB, e.g. GB10): A rows (gathered by
@@ -18,9 +23,7 @@
 // share its A rows in L2; the row tiles of one expert are adjacent, so its weights come from
 // DRAM about once), y = row tile up to the worst case (max_tiles); CTAs past the plan's tile
 // count exit at once.
-#include <cstdio>
-
-#include "moe_grouped.cuh"
+#include "moe_mma_ops.cuh"
 
 namespace tandem::cuda::moe_detail {
 namespace {
@@ -34,34 +37,6 @@ constexpr int WM = 64, WN = 32;         // warp tile
 constexpr int MI = WM / 16, NI = WN / 8;  // 4 x 4 mma per k16
 constexpr size_t stage_bytes = static_cast<size_t>(BM + BN) * LDS * 2;
 static_assert(BM == 2 * WM && BN == 4 * WN && NI % 2 == 0);
-
-__device__ __forceinline__ void cp_async_zfill(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-struct gemm_args {
-  const __half* A;  // gate+up: x16 [tokens][K]; down: h16 [P][K]
-  const __half* W;  // [E][N][K]
-  int64_t N, K;
-  moe_ws ws;
-};
 
 template <bool DOWN, int STAGES>
 __global__ void __launch_bounds__(threads, 2) grouped_gemm_kernel(gemm_args a) {
@@ -196,11 +171,13 @@ __global__ void __launch_bounds__(threads, 2) grouped_gemm_kernel(gemm_args a) {
 }
 
 struct kconf {
-  int stages = 0;
+  int stages = 0;      // the 128 x 128 kernel's
   size_t smem = 0;
+  int wide_stages = 0;  // 0: the wide kernel does not fit
 };
 
-// The stage count this device's shared memory allows (3, else 2), with the kernels' opt-in set.
+// The stage counts this device's shared memory allows, with the kernels' opt-in set: the
+// 128 x 128 kernel 3, else 2; the wide kernel 4, else 3, else none.
 kconf config() {
   static kconf cache[64];
   int dev = 0;
@@ -209,8 +186,9 @@ kconf config() {
   if (c.stages == 0) {
     int optin = 0;
     cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    const auto o = static_cast<size_t>(optin);
     kconf n;
-    n.stages = static_cast<size_t>(optin) >= 3 * stage_bytes ? 3 : 2;
+    n.stages = o >= 3 * stage_bytes ? 3 : 2;
     n.smem = n.stages * stage_bytes;
     if (n.stages == 3) {
       cudaFuncSetAttribute(grouped_gemm_kernel<false, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(n.smem));
@@ -219,20 +197,39 @@ kconf config() {
       cudaFuncSetAttribute(grouped_gemm_kernel<false, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(n.smem));
       cudaFuncSetAttribute(grouped_gemm_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(n.smem));
     }
+    n.wide_stages = o >= 4 * wide_stage_bytes ? 4 : o >= 3 * wide_stage_bytes ? 3 : 0;
+    if (n.wide_stages > 0) wide_prepare(n.wide_stages);
     c = n;
   }
   return c;
 }
 
+// The wide kernel from a mean of 32 rows an expert (P >= 32 E: 1,024 tokens at GLM-5's 256
+// experts x top-8). Below, both kernels stream each hit expert's weights about once (a
+// second 128-row tile is rare) and are bound by that stream, where the 128 x 128 kernel's
+// 2 CTAs per SM overlap one CTA's pipeline fill and epilogue with the other's stream (the
+// wide one runs 1 CTA per SM); so 16..512 tokens keep the measured 128 x 128 path. Above,
+// the math dominates and the wide kernel's single weight pass and 64 x 64 warp tiles win.
+// A function of (E, P) only: the plan's cap and the launch agree without a host read.
+constexpr int64_t wide_min_rows = 32;
+bool use_wide(int64_t E, int64_t P) { return P >= wide_min_rows * E && config().wide_stages > 0; }
+
 template <bool DOWN>
 void launch(const gemm_args& a, int64_t E, int64_t P, cudaStream_t stream) {
   const kconf c = config();
+  if (use_wide(E, P)) {
+    const dim3 grid(static_cast<unsigned>(col_blocks(a.N)), static_cast<unsigned>(max_tiles_for(E, P, wide_cap)));
+    wide_launch(DOWN, c.wide_stages, a, grid, stream);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>((a.N + BN - 1) / BN), static_cast<unsigned>(max_tiles(E, P)));
   if (c.stages == 3) grouped_gemm_kernel<DOWN, 3><<<grid, threads, c.smem, stream>>>(a);
   else grouped_gemm_kernel<DOWN, 2><<<grid, threads, c.smem, stream>>>(a);
 }
 
 }  // namespace
+
+int moe_mma_row_cap(int64_t E, int64_t P) { return use_wide(E, P) ? wide_cap : tile_rows; }
 
 void moe_mma_gate_up(const dev_experts& w, int64_t P, const moe_ws& ws, cudaStream_t stream) {
   launch<false>({ws.x16, w.w13, 2 * w.ffn, w.hidden, ws}, w.n_experts, P, stream);

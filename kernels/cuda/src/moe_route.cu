@@ -14,8 +14,8 @@
 //    the winner is masked by the lane that owns it, so no warp sync is needed between rounds).
 //
 // moe_plan: one block of 1024 threads, expert e = thread e (E <= 1024): per-expert counts by
-// shared atomics, exclusive scans (slots, active experts, row tiles), then each pair takes a
-// slot of its expert.
+// shared atomics, exclusive scans (slots, active experts, row tiles of at most `cap` rows:
+// moe_tiles.hpp), then each pair takes a slot of its expert.
 #include <cmath>
 #include <cstdio>
 
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(route_warps * 32) route_kernel(const float* __
   }
 }
 
-__global__ void __launch_bounds__(1024) plan_kernel(const int32_t* __restrict__ ids, int P, int top_k, int E,
+__global__ void __launch_bounds__(1024) plan_kernel(const int32_t* __restrict__ ids, int P, int top_k, int E, int cap,
                                                     moe_detail::moe_ws w) {
   __shared__ int s_cnt[moe_max_experts];
   __shared__ int s_cur[moe_max_experts];
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(1024) plan_kernel(const int32_t* __restrict__ 
   }
   __syncthreads();
   const int c = tid < E ? s_cnt[tid] : 0;
-  const int nt = (c + moe_detail::tile_rows - 1) / moe_detail::tile_rows;
+  const int nt = moe_detail::tiles_of(c, cap);
   int valid = 0, n_active = 0, n_tiles = 0;
   const int off = block_exclusive_scan(c, s_warp, &valid);
   const int aoff = block_exclusive_scan(c > 0 ? 1 : 0, s_warp, &n_active);
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(1024) plan_kernel(const int32_t* __restrict__ 
     w.hdr[2] = valid;
   }
   for (int j = 0; j < nt; ++j)
-    w.tiles[toff + j] = make_int4(tid, off + j * moe_detail::tile_rows, min(moe_detail::tile_rows, c - j * moe_detail::tile_rows), 0);
+    w.tiles[toff + j] = make_int4(tid, off + j * cap, moe_detail::rows_of_tile(c, cap, j), 0);
   __syncthreads();
   for (int p = tid; p < P; p += 1024) {
     const int e = ids[p];
@@ -199,8 +199,8 @@ void moe_route(const float* logits, int64_t ld, const float* bias, int64_t n, co
 
 namespace moe_detail {
 
-void moe_plan(const int32_t* ids, int64_t P, int top_k, int E, const moe_ws& w, cudaStream_t stream) {
-  plan_kernel<<<1, 1024, 0, stream>>>(ids, static_cast<int>(P), top_k, E, w);
+void moe_plan(const int32_t* ids, int64_t P, int top_k, int E, int cap, const moe_ws& w, cudaStream_t stream) {
+  plan_kernel<<<1, 1024, 0, stream>>>(ids, static_cast<int>(P), top_k, E, cap, w);
 }
 
 }  // namespace moe_detail

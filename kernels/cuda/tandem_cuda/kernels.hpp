@@ -62,16 +62,6 @@ void gemv_q8(const dev_matrix& w, const float* x, int64_t n, float* y, void* scr
 // x [n, in] quantized to q8 blocks (backend.cpu's quantize_q8): xq [n, in] int8 and ds
 // [n, in / 32] (d, d * sum q), as gemv_q8's global staging writes them (in % 32 == 0).
 void quantize_q8_rows(const float* x, int64_t n, int64_t in, int8_t* xq, float2* ds, cudaStream_t stream);
-// The q8 GEMV's arithmetic on int8 tensor cores (gemv_q8_mma.cu): x quantized into
-// scratch (gemv_q8_scratch_bytes(n, in) bytes) by quantize_q8_rows, then one
-// mma.m16n8k32 per weight block, 16 output rows and 8 tokens, its exact integer dots
-// scaled as the GEMV scales them; y = (or += when accumulate) x W^T, segment-major for
-// groups. 8 rows cost about what 1 does. A (row, token) output sums its blocks in an order
-// fixed by the matrix's shape alone, so it does not depend on the launch's other rows; it
-// is not the GEMV's order (the results agree to float rounding, not bit for bit).
-inline constexpr int64_t gemv_q8_mma_max_tokens = 64;
-void gemv_q8_mma(const dev_matrix& w, const float* x, int64_t n, bool accumulate, float* y, void* scratch,
-                 cudaStream_t stream);
 // What a fused linear applies to x first (tandem::linear_prologue): nothing; x / rms(x) *
 // norm_weight [in] (rms_norm's arithmetic, bit for bit); or silu(x) * up [n, in]
 // (silu_mul's, x the gate).
@@ -89,6 +79,20 @@ struct dev_prologue {
 // prologue) throws std::invalid_argument.
 void gemv_q8_fused(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, bool accumulate, float* y,
                    void* scratch, cudaStream_t stream, q8_staging staging = q8_staging::automatic);
+// The q8 GEMV's arithmetic on int8 tensor cores (gemv_q8_mma.cu): one mma.m16n8k32 per
+// weight block, 16 output rows and 8 tokens, its exact integer dots scaled as the GEMV
+// scales them; y = (or += when accumulate) pro(x) W^T, segment-major for groups. 8 rows
+// cost about what 1 does. x is quantized in every block's shared memory with the prologue
+// applied (q8_staging::in_block, where gemv_q8_mma_stageable: at most 32 rows, in <= 4096)
+// or once into `scratch` (gemv_q8_scratch_bytes(n, in)) by quantize_q8_rows (global; no
+// prologue); automatic takes in_block where it can. A (row, token) output sums its blocks
+// in an order fixed by the matrix's shape alone, and both stagings give the same bytes, so
+// it does not depend on the launch's other rows; it is not the GEMV's order (the results
+// agree to float rounding, not bit for bit). Impossible requests throw std::invalid_argument.
+inline constexpr int64_t gemv_q8_mma_max_tokens = 64;
+bool gemv_q8_mma_stageable(const dev_matrix& w, int64_t n);
+void gemv_q8_mma(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, bool accumulate, float* y,
+                 void* scratch, cudaStream_t stream, q8_staging staging = q8_staging::automatic);
 // gemv with `accumulate`: y += x W^T (the add rounds as add() does).
 void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, bool accumulate, cudaStream_t stream);
 // W as f16 [out, in], for the tensor-core GEMM of prefill (dequantized as the reference does).

@@ -84,6 +84,31 @@ void mla_attend(const mla_plan& plan, const float* qcat, int heads, int rank, in
                 const row_batch& b, const row_info* rinfo, const int32_t* list, const int32_t* count,
                 int64_t list_stride, float scale, void* part, float* o_lat, cudaStream_t stream);
 
+// Decode on tensor cores (mla_decode_tc.cu): one block per (row, group of 64 heads, split
+// of the row's keys), all heads of the group in the block so each latent row is read once
+// per row; f16 operands (latent, q * scale, P), f32 accumulation and online softmax; the
+// splits merged by a second launch. Takes rank 512 + rope 64 (any head count) where the
+// device gives a block mla_tc_smem_bytes() of shared memory (H100 / H200; not GB10).
+// Meant for one row per sequence (decode): each row reads its keys on its own.
+struct mla_tc_plan {
+  int chunk = 0, splits = 1, head_groups = 1;
+  size_t part_bytes = 0;
+};
+bool mla_tc_supported(int heads, int rank, int rope, size_t smem_per_block);
+size_t mla_tc_smem_bytes();
+// Splits depend on the shapes only: rows, heads, the widest row's key count (the page
+// table's width, or the top-k lists' width) and the SM count. A split holds at most 2560
+// keys, so beyond mla_tc_max_splits of them (contexts over 2.6M keys) mla_attend_tc does
+// not take the step.
+mla_tc_plan plan_mla_tc(int64_t rows, int heads, int64_t max_keys, int n_sm);
+inline constexpr int mla_tc_max_splits = 1024;
+// mla_attend's contract (o_lat [n, heads, 512]; no keys: zeros). early: kernels two launches
+// back wrote rinfo, the cache rows and the lists (one kernel, the W_UK GEMM, sits between),
+// so the block may read them before waiting for its predecessor.
+void mla_attend_tc(const mla_tc_plan& plan, const float* qcat, int heads, const key_cache& kc, const row_batch& b,
+                   const row_info* rinfo, const int32_t* list, const int32_t* count, int64_t list_stride,
+                   float scale, bool early, void* part, float* o_lat, cudaStream_t stream);
+
 // ---- DSA indexer
 
 // Per row r: rinfo[r]; rotates the first rope dims of k (adjacent pairs) into the cache
