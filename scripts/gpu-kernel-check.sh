@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# gpu-pending's first GPU check (this branch only): builds sm_90a code for the kernels waiting
-# here (small ops, int8 mma staged, MLA on tensor cores), runs gpu_small_ops, gpu_mla and
-# gpu_moe and gpu_ops, then bench_cuda_mla with the new kernel and the old (TANDEM_CUDA_MLA_TC=0)
-# and bench_cuda_moe (moe-wide: fused vs loop, 1..4096 tokens).
-#   bash scripts/gpu-pending-check.sh          (carry .gpu-deps; TESTS= / TARGETS= narrow it)
+# The kernel check for the GPU machine (one call, no model needed): builds sm_90a code only
+# for backend.cuda and the kernel tests, runs gpu_small_ops, gpu_mla, gpu_moe and gpu_ops,
+# then bench_cuda_mla with the tensor-core kernel and the old one (TANDEM_CUDA_MLA_TC=0) and
+# bench_cuda_moe (fused vs the per-expert loop, 1..4096 tokens).
+#   bash scripts/gpu-kernel-check.sh            (carry .gpu-deps; TESTS= / TARGETS= narrow it)
 # It edits kernels/*/meson.build in the copy on the GPU machine (sm_90a only): never commit that.
 set -uo pipefail
 source scripts/gpu-env.sh
