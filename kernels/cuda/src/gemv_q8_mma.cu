@@ -281,8 +281,16 @@ void gemv_q8_mma(const dev_matrix& w, const float* x, int64_t n, const dev_prolo
   if (n == 0 || w.out == 0) return;
   if (!gemv_q8_supported(w)) throw std::invalid_argument("gemv_q8_mma: q4_1 or q8_0 weights with in % 32 == 0 only");
   if (n < 0 || n > gemv_q8_mma_max_tokens) throw std::invalid_argument("gemv_q8_mma: more than 64 token rows");
-  if (staging == q8_staging::automatic)
-    staging = gemv_q8_mma_stageable(w, n) ? q8_staging::in_block : q8_staging::global;
+  if (staging == q8_staging::automatic) {
+    // In-block staging quantizes x again in every block: it pays where the blocks are few
+    // and the rows few, and a prologue needs it. H200 (bench_cuda_kernels' linear curve,
+    // 2026-12-05): at 8 rows it is faster for 576- and 960-row matrices (3.7 against 4.4 us)
+    // and slower from 3072 rows (gate/up 5.3 against 5.2 us, the LM head 25.3 against 19.5);
+    // at 16 rows slower everywhere (down 14.2 against 8.6 us).
+    const bool few = n <= 8 && w.out < 2048;
+    staging = gemv_q8_mma_stageable(w, n) && (few || pro.kind != dev_prologue::none) ? q8_staging::in_block
+                                                                                       : q8_staging::global;
+  }
   const bool staged = staging == q8_staging::in_block;
   if (staged && !gemv_q8_mma_stageable(w, n))
     throw std::invalid_argument("gemv_q8_mma: x does not fit a block's shared memory (at most 32 rows, in <= 4096: "

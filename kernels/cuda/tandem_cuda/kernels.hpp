@@ -85,7 +85,8 @@ void gemv_q8_fused(const dev_matrix& w, const float* x, int64_t n, const dev_pro
 // cost about what 1 does. x is quantized in every block's shared memory with the prologue
 // applied (q8_staging::in_block, where gemv_q8_mma_stageable: at most 32 rows, in <= 4096)
 // or once into `scratch` (gemv_q8_scratch_bytes(n, in)) by quantize_q8_rows (global; no
-// prologue); automatic takes in_block where it can. A (row, token) output sums its blocks
+// prologue); automatic takes in_block for a prologue, and for up to 8 rows of a matrix under
+// 2048 rows (where re-quantizing x in every block costs less than a launch). A (row, token) output sums its blocks
 // in an order fixed by the matrix's shape alone, and both stagings give the same bytes, so
 // it does not depend on the launch's other rows; it is not the GEMV's order (the results
 // agree to float rounding, not bit for bit). Impossible requests throw std::invalid_argument.
