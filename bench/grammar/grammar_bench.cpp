@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "../../core/src/engine/grammar_sampling.hpp"
-#include "../../core/src/server/grammar_vocabulary.hpp"
+#include "../../serving/engine/grammar_sampling.hpp"
+#include "../../server/grammar_vocabulary.hpp"
 #include "tandem/grammar.hpp"
 #include "tandem/runtime.hpp"
 

@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE kv_dtype
 #include <boost/test/unit_test.hpp>
 
-// engine.kv_dtype applied to a model (core/src/runtime/kv_type.cpp): `auto` keeps the
+// engine.kv_dtype applied to a model (serving/runtime/kv_type.cpp): `auto` keeps the
 // model's choice, an explicit type must be one the backend's attention reads and one the
 // model keeps, every refusal a config_error naming engine.kv_dtype. backend.cuda's own list
 // (bf16 first) and its pools are checked by the gpu suite (gpu_ops); the schema's choices by
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "../../core/src/runtime/kv_type.hpp"
+#include "../../serving/runtime/kv_type.hpp"
 #include "plugins/test_objects.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <map>
 
-#include "../../core/src/host/settings_check.hpp"
-#include "../../core/src/host/suggest.hpp"
+#include "../../serving/host/settings_check.hpp"
+#include "../../serving/host/suggest.hpp"
 #include "tandem/pipeline.hpp"
 #include "temp_dir.hpp"
 

@@ -1,4 +1,4 @@
-// event_relay: token events leave the engine thread once per step (core/src/server/
+// event_relay: token events leave the engine thread once per step (server/
 // event_relay.hpp). These cases fail if an event is lost, duplicated, reordered or merged
 // with another, on the relay path, the direct path, and both mixed.
 #define BOOST_TEST_MODULE http_event_relay
