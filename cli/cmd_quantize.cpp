@@ -1,5 +1,5 @@
 // `tandem quantize --to exl3 --bits K --out DIR MODEL`: a llama GGUF, or a glm_moe_dsa Hugging
-// Face directory, to an EXL3 directory (see core/src/quantize/quantize_model.hpp). Progress goes to stderr, the summary to stdout.
+// Face directory, to an EXL3 directory (see quantize/quantize_model.hpp). Progress goes to stderr, the summary to stdout.
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <filesystem>

@@ -22,7 +22,7 @@ Why not logprobs for every request (what this script did until it first ran on t
 where 64 requests in flight got ~1,500 response tokens/s from a server that streams ~24,000
 tokens/s to 64 SSE clients): a request with logprobs makes the engine copy every row's logits
 to the host (49152 floats a row) and compute a full-vocabulary log-softmax for each token on
-its one engine thread (core/src/engine/logit_processing.cpp; about 0.35 ms a row on these
+its one engine thread (serving/engine/logit_processing.cpp; about 0.35 ms a row on these
 cores), so a 64-row decode step that takes 2.2 ms on the GPU takes some 25-40 ms. The client
 kept its requests in flight all along (tandem's /metrics shows it on the CPU). Without
 logprobs the greedy tokens are picked on the device and nothing of the logits leaves it.

@@ -65,7 +65,7 @@ struct draft_limits {
   int max_draft = 0;            // k, vLLM's num_speculative_tokens
   int disable_above_batch = 0;  // no drafts in a step of more sequences than this; 0 = never off
   // The engine picks each sequence's draft length (0..k) from its measured acceptance and
-  // step times (core/src/engine/spec_control.hpp); false = always ask for up to k.
+  // step times (serving/engine/spec_control.hpp); false = always ask for up to k.
   bool adaptive = true;
   // propose_batch() drafts several sequences for less than one propose() each (a network's
   // pass). The engine then asks for all of a step's drafts at once, and its adaptive

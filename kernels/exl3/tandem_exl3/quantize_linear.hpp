@@ -29,7 +29,7 @@ struct quant_options {
   bool scale_search = true;           // false: g = 1 (tests)
   int max_scale_tiles = 12;           // cap on the tiles the global-scale search codes
   // Replaces encode_tiles(coder, in, count, states, out, threads) when set (the GPU tile
-  // coder, core/src/quantize/tile_coder_cuda.hpp); must give the same states and values.
+  // coder, quantize/tile_coder_cuda.hpp); must give the same states and values.
   std::function<void(const tile_coder&, const float*, size_t, uint16_t*, float*)> encoder;
 };
 
