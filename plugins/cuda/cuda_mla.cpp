@@ -24,6 +24,7 @@
 
 #include "check.hpp"
 #include "cuda_backend.hpp"
+#include "cuda_checks.hpp"
 #include "cuda_weights.hpp"
 #include "tandem/error.hpp"
 #include "tandem_cuda/mla.hpp"
@@ -34,10 +35,6 @@ cuda_mla::cuda_mla(std::unique_ptr<device_buffer> w, int heads, int nope, int v,
     : buf_(std::move(w)), w_(static_cast<const float*>(buf_->data())), heads_(heads), nope_(nope), v_(v), rank_(rank) {}
 
 namespace {
-
-[[noreturn]] void bad(const char* op, const std::string& what) {
-  throw error(std::string("backend.cuda: ") + op + ": " + what);
-}
 
 std::string shape_str(int64_t rows, int64_t cols) {
   return "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";

@@ -22,6 +22,7 @@
 
 #include "check.hpp"
 #include "cuda_backend.hpp"
+#include "cuda_checks.hpp"
 #include "tandem/error.hpp"
 #include "tandem/weight_format.hpp"
 #include "tandem_exl3/descriptor.hpp"
@@ -47,10 +48,6 @@ cuda_experts::cuda_experts(int n_experts, int64_t hidden, int64_t ffn,
       table_(std::move(table)) {}
 
 namespace {
-
-[[noreturn]] void bad(const char* op, const std::string& what) {
-  throw error(std::string("backend.cuda: ") + op + ": " + what);
-}
 
 std::string dims_str(const std::vector<int64_t>& shape) {
   std::string s;

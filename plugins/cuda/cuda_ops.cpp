@@ -5,6 +5,7 @@
 
 #include "check.hpp"
 #include "cuda_backend.hpp"
+#include "cuda_checks.hpp"
 #include "cuda_weights.hpp"
 #include "exl3_weights.hpp"
 #include "tandem/error.hpp"
@@ -14,16 +15,6 @@
 
 namespace tandem::cuda {
 namespace {
-
-[[noreturn]] void bad(const char* op, const std::string& what) {
-  throw error(std::string("backend.cuda: ") + op + ": " + what);
-}
-
-void check_view(const tensor_view& v, dtype t, const char* op, const char* what) {
-  if (v.dev.kind != device_kind::cuda) bad(op, std::string(what) + " is not in device memory");
-  if (v.type != t) bad(op, std::string(what) + " is " + std::string(name(v.type)) + ", expected " + std::string(name(t)));
-  if (!v.is_contiguous()) bad(op, std::string(what) + " is not contiguous");
-}
 
 float* f32(const tensor_view& v, const char* op, const char* what) {
   check_view(v, dtype::f32, op, what);

@@ -7,21 +7,12 @@
 
 #include "check.hpp"
 #include "cuda_backend.hpp"
+#include "cuda_checks.hpp"
 #include "tandem/error.hpp"
 #include "tandem_cuda/small_ops.hpp"
 
 namespace tandem::cuda {
 namespace {
-
-[[noreturn]] void bad(const char* op, const std::string& what) {
-  throw error(std::string("backend.cuda: ") + op + ": " + what);
-}
-
-void check_view(const tensor_view& v, dtype t, const char* op, const char* what) {
-  if (v.dev.kind != device_kind::cuda) bad(op, std::string(what) + " is not in device memory");
-  if (v.type != t) bad(op, std::string(what) + " is " + std::string(name(v.type)) + ", expected " + std::string(name(t)));
-  if (!v.is_contiguous()) bad(op, std::string(what) + " must be contiguous");
-}
 
 std::string shape_str(const tensor_view& v) {
   std::string s = "[";
