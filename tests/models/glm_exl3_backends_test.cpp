@@ -36,11 +36,9 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "registry.hpp"
+#include "glm_stack.hpp"
 #include "tandem/backend.hpp"
-#include "tandem/kv_pool.hpp"
 #include "tandem/plugin_host.hpp"
-#include "tandem/weight_format.hpp"
 
 using namespace tandem;
 namespace json = boost::json;
@@ -120,42 +118,10 @@ std::vector<std::vector<int32_t>> reference_prompts() {
   return r;
 }
 
-struct stack {
-  plugin_host host{plugin_host::default_search_path()};
-  std::unique_ptr<weight_format> weights;
-  std::unique_ptr<backend> be;
-  std::unique_ptr<model> m;
-  kv_pool pool{512, 4};  // small pages: every prompt spans several
-
-  stack(const std::string& backend_name, const std::string& dir) {
-    config wc, bc;
-    weights = host.create<weight_format>("weights.exl3", wc);
-    weights->open(dir);
-    if (backend_name == "backend.cpu") bc.set("threads", int64_t{0});
-    be = host.create<backend>(backend_name, bc);
-    m = create_model(*be, *weights, "tiny-exl3");
-    m->allocate_kv(pool.n_pages(), pool.page_size());
-  }
-  int64_t vocab() const { return m->info().vocab; }
-
-  struct part {
-    std::vector<int32_t>* pages;
-    int64_t start;
-    std::vector<int32_t> tokens;
-  };
-  // One step over several sequences; every token's logits (all) or each sequence's last.
-  std::vector<float> step(const std::vector<part>& parts, bool all) {
-    step_plan plan;
-    uint64_t id = 1;
-    for (const part& p : parts) {
-      BOOST_REQUIRE(pool.grow(*p.pages, p.start + static_cast<int64_t>(p.tokens.size())));
-      plan.seqs.push_back({id++, p.start, p.tokens, *p.pages, true, {}});
-    }
-    forward_options o;
-    o.all_logits = all;
-    m->forward(plan, o);
-    return m->logits_to_host();
-  }
+// The quantized model through weights.exl3 on one backend.
+struct stack : test::glm_stack {
+  stack(const std::string& backend_name, const std::string& dir)
+      : glm_stack("weights.exl3", dir, backend_name, "tiny-exl3") {}
 };
 
 float max_diff(const float* a, const float* b, int64_t n) {

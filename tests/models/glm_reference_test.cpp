@@ -25,6 +25,7 @@
 #include <iterator>
 
 #include "glm_moe_dsa/glm_model.hpp"
+#include "glm_stack.hpp"
 
 #include "registry.hpp"
 #include "tandem/backend.hpp"
@@ -65,41 +66,9 @@ std::vector<int32_t> ints(const json::value& v) {
   return r;
 }
 
-struct stack {
-  plugin_host host{plugin_host::default_search_path()};
-  std::unique_ptr<weight_format> weights;
-  std::unique_ptr<backend> be;
-  std::unique_ptr<model> m;
-  kv_pool pool{512, 4};  // small pages: every prompt spans several
-
-  stack() {
-    config wc, bc;
-    weights = host.create<weight_format>("weights.safetensors", wc);
-    weights->open(fixtures() + "/tiny");
-    if (backend_name() == "backend.cpu") bc.set("threads", int64_t{0});
-    be = host.create<backend>(backend_name(), bc);
-    m = create_model(*be, *weights, "tiny");
-    m->allocate_kv(pool.n_pages(), pool.page_size());
-  }
-  int64_t vocab() const { return m->info().vocab; }
-
-  // One step over several sequences: {pages, start, tokens}; returns every token's logits
-  // (all) or each sequence's last.
-  struct part {
-    std::vector<int32_t>* pages;
-    int64_t start;
-    std::vector<int32_t> tokens;
-  };
-  std::vector<float> step(const std::vector<part>& parts, bool all) {
-    step_plan plan;
-    uint64_t id = 1;
-    for (const part& p : parts) {
-      BOOST_REQUIRE(pool.grow(*p.pages, p.start + static_cast<int64_t>(p.tokens.size())));
-      plan.seqs.push_back({id++, p.start, p.tokens, *p.pages, true, {}});
-    }
-    m->forward(plan, forward_options{.all_logits = all});
-    return m->logits_to_host();
-  }
+// The tiny model through weights.safetensors on the backend under test.
+struct stack : test::glm_stack {
+  stack() : glm_stack("weights.safetensors", fixtures() + "/tiny", backend_name(), "tiny") {}
 };
 
 float max_diff(const float* a, const float* b, int64_t n) {
