@@ -29,42 +29,57 @@ tensor_view forward_pass::rows(float* p, int64_t n, int64_t cols) const {
   return tensor_view::contiguous(p, dtype::f32, {n, cols}, be_.dev());
 }
 
-void forward_pass::context(sequence_context& seq, std::span<const tensor_view> all_taps,
-                           std::span<const int64_t> all_positions) {
-  const dflash2_config& c = m_.cfg;
-  if (all_positions.empty()) return;
-  // Rows more than context_window before the newest can never be attended to again.
-  const auto skip = std::lower_bound(all_positions.begin(), all_positions.end(),
-                                     all_positions.back() - c.context_window) - all_positions.begin();
-  const std::span<const int64_t> positions = all_positions.subspan(static_cast<size_t>(skip));
-  std::vector<tensor_view> taps(all_taps.begin(), all_taps.end());
-  for (tensor_view& v : taps) {
-    v.data = static_cast<float*>(v.data) + skip * v.strides[0];
-    v.shape[0] -= skip;
-  }
-  const auto n = static_cast<int64_t>(positions.size());
-  const int64_t d = c.hidden_size, kv = c.kv_width();
-  const int64_t at = seq.reserve(n, positions.back());
+// Rows more than context_window before the newest can never be attended to again: the
+// index of the first pending or new position still in reach.
+size_t forward_pass::first_in_reach(std::span<const int64_t> positions) const {
+  return static_cast<size_t>(std::lower_bound(positions.begin(), positions.end(), positions.back() - m_.cfg.context_window) -
+                             positions.begin());
+}
+
+tensor_view forward_pass::positions_on_device(std::span<const int64_t> positions) {
   // First, while the stream is idle: a copy from pageable memory waits for the stream. The
   // source may be reused once copy_to_device returns (as the models' step inputs are).
+  const auto n = static_cast<int64_t>(positions.size());
   auto* pos = reinterpret_cast<int32_t*>(scratch(s_pos, n));
   const std::vector<int32_t> host_pos(positions.begin(), positions.end());
   be_.copy_to_device(pos, host_pos.data(), host_pos.size() * sizeof(int32_t));
-  const tensor_view pv = tensor_view::contiguous(pos, dtype::i32, {n}, be_.dev());
+  return tensor_view::contiguous(pos, dtype::i32, {n}, be_.dev());
+}
 
+tensor_view forward_pass::fuse_taps(std::span<const tensor_view> taps, int64_t n) {
   // c_j = rms_norm(fc · concat(taps_j)) = rms_norm(sum_i fc_i · tap_i).
+  const int64_t d = m_.cfg.hidden_size;
   const tensor_view ctx = rows(scratch(s_ctx, n * d), n, d);
   for (size_t i = 0; i < taps.size(); ++i)
     be_.linear_fused(*m_.fc[i], taps[i], {}, ctx, /*accumulate=*/i > 0);
-  be_.rms_norm(ctx, tensor_view::contiguous(m_.hidden_norm->data(), dtype::f32, {d}, be_.dev()), c.rms_norm_eps, ctx);
+  be_.rms_norm(ctx, tensor_view::contiguous(m_.hidden_norm->data(), dtype::f32, {d}, be_.dev()), m_.cfg.rms_norm_eps, ctx);
+  return ctx;
+}
 
-  for (int l = 0; l < c.num_layers; ++l) {
-    const dflash2_layer& w = m_.layers[static_cast<size_t>(l)];
-    be_.linear(*w.k_proj, ctx, rows(seq.k(l, at), n, kv));
-    be_.linear(*w.v_proj, ctx, rows(seq.v(l, at), n, kv));
-    be_.rope(tensor_view::contiguous(seq.k(l, at), dtype::f32, {n, c.num_kv_heads, c.head_dim}, be_.dev()), pv,
-             rope_of(c));
+void forward_pass::project_kv(int layer, const tensor_view& ctx, const tensor_view& pv, float* k, float* v) {
+  const dflash2_config& c = m_.cfg;
+  const dflash2_layer& w = m_.layers[static_cast<size_t>(layer)];
+  const int64_t n = ctx.shape[0], kv = c.kv_width();
+  be_.linear(*w.k_proj, ctx, rows(k, n, kv));
+  be_.linear(*w.v_proj, ctx, rows(v, n, kv));
+  be_.rope(tensor_view::contiguous(k, dtype::f32, {n, c.num_kv_heads, c.head_dim}, be_.dev()), pv, rope_of(c));
+}
+
+void forward_pass::context(sequence_context& seq, std::span<const tensor_view> all_taps,
+                           std::span<const int64_t> all_positions) {
+  if (all_positions.empty()) return;
+  const size_t skip = first_in_reach(all_positions);
+  const std::span<const int64_t> positions = all_positions.subspan(skip);
+  std::vector<tensor_view> taps(all_taps.begin(), all_taps.end());
+  for (tensor_view& v : taps) {
+    v.data = static_cast<float*>(v.data) + static_cast<int64_t>(skip) * v.strides[0];
+    v.shape[0] -= static_cast<int64_t>(skip);
   }
+  const auto n = static_cast<int64_t>(positions.size());
+  const int64_t at = seq.reserve(n, positions.back());
+  const tensor_view pv = positions_on_device(positions);
+  const tensor_view ctx = fuse_taps(taps, n);
+  for (int l = 0; l < m_.cfg.num_layers; ++l) project_kv(l, ctx, pv, seq.k(l, at), seq.v(l, at));
   seq.commit(positions);
 }
 
@@ -118,41 +133,35 @@ void forward_pass::flush(std::span<sequence_context* const> seqs) {
     int64_t skip, n, first, at;  // pending rows skip.., n of them, at rows first.. of the stack
   };
   std::vector<part> parts;
-  std::vector<int32_t> positions;
+  std::vector<int64_t> positions;
   int64_t most = 0;
   for (sequence_context* seq : with_rows) {
     const std::span<const int64_t> pending = seq->pending_positions();
-    const auto skip = std::lower_bound(pending.begin(), pending.end(), pending.back() - c.context_window) - pending.begin();
+    const auto skip = static_cast<int64_t>(first_in_reach(pending));
     const auto n = static_cast<int64_t>(pending.size()) - skip;
     parts.push_back({seq, skip, n, static_cast<int64_t>(positions.size()), seq->reserve(n, pending.back())});
     positions.insert(positions.end(), pending.begin() + skip, pending.end());
     most = std::max(most, n);
   }
   const auto n = static_cast<int64_t>(positions.size());
-  // First, while the stream is idle (see context()).
-  auto* pos = reinterpret_cast<int32_t*>(scratch(s_pos, n));
-  be_.copy_to_device(pos, positions.data(), positions.size() * sizeof(int32_t));
-  const tensor_view pv = tensor_view::contiguous(pos, dtype::i32, {n}, be_.dev());
+  const tensor_view pv = positions_on_device(positions);
   const tensor_view order = in_order(most, parts.front().seq->pending_capacity());
   const auto first = [&](int64_t count) { return tensor_view::contiguous(order.data, dtype::i32, {count}, be_.dev()); };
 
   // The taps stacked (T blocks of [n, d]): one product per tap over every sequence's rows.
   float* stacked = scratch(s_ctx_taps, T * n * d);
-  for (int i = 0; i < T; ++i)
+  std::vector<tensor_view> taps;
+  for (int i = 0; i < T; ++i) {
     for (const part& p : parts)
       be_.gather_rows(rows(p.seq->pending_row(i, p.skip), p.n, d), first(p.n), rows(stacked + (i * n + p.first) * d, p.n, d));
-  const tensor_view ctx = rows(scratch(s_ctx, n * d), n, d);
-  for (int i = 0; i < T; ++i)
-    be_.linear_fused(*m_.fc[static_cast<size_t>(i)], rows(stacked + i * n * d, n, d), {}, ctx, /*accumulate=*/i > 0);
-  be_.rms_norm(ctx, tensor_view::contiguous(m_.hidden_norm->data(), dtype::f32, {d}, be_.dev()), c.rms_norm_eps, ctx);
+    taps.push_back(rows(stacked + i * n * d, n, d));
+  }
+  const tensor_view ctx = fuse_taps(taps, n);
 
   float* k = scratch(s_ctx_k, n * kv);
   float* v = scratch(s_ctx_v, n * kv);
   for (int l = 0; l < c.num_layers; ++l) {
-    const dflash2_layer& w = m_.layers[static_cast<size_t>(l)];
-    be_.linear(*w.k_proj, ctx, rows(k, n, kv));
-    be_.linear(*w.v_proj, ctx, rows(v, n, kv));
-    be_.rope(tensor_view::contiguous(k, dtype::f32, {n, c.num_kv_heads, c.head_dim}, be_.dev()), pv, rope_of(c));
+    project_kv(l, ctx, pv, k, v);
     for (const part& p : parts) {
       be_.gather_rows(rows(k + p.first * kv, p.n, kv), first(p.n), rows(p.seq->k(l, p.at), p.n, kv));
       be_.gather_rows(rows(v + p.first * kv, p.n, kv), first(p.n), rows(p.seq->v(l, p.at), p.n, kv));

@@ -70,6 +70,14 @@ class forward_pass {
   // A scratch buffer of the backend, grown to the largest request.
   float* scratch(size_t i, int64_t floats);
   tensor_view rows(float* p, int64_t n, int64_t cols) const;
+  // The index of the first of these ascending positions still within context_window of the last.
+  size_t first_in_reach(std::span<const int64_t> positions) const;
+  // The positions as i32 in device memory (scratch slot s_pos).
+  tensor_view positions_on_device(std::span<const int64_t> positions);
+  // rms_norm(sum_i fc_i · taps_i) of n rows (scratch slot s_ctx): the context vectors.
+  tensor_view fuse_taps(std::span<const tensor_view> taps, int64_t n);
+  // One layer's context keys (RoPE'd at pv) and values of the context vectors, into k and v.
+  void project_kv(int layer, const tensor_view& ctx, const tensor_view& pv, float* k, float* v);
   // i32 0 .. n-1 (gathers rows in order: a copy), kept for at least `at_least`.
   tensor_view in_order(int64_t n, int64_t at_least);
 
