@@ -14,10 +14,6 @@
 #   ARCH90_ONLY=1 ...   # build sm_90a machine code only (halves the CUDA compile; not committed)
 set -uo pipefail
 source "$(dirname "$0")/gpu-env.sh"
-if [ -n "${ARCH90_ONLY:-}" ]; then
-  sed -i '/compute_121a/d' kernels/exl3/cuda/meson.build
-  sed -i "/compute_121a/d; s/code=sm_90a',\$/code=sm_90a']/" kernels/cuda/meson.build
-fi
 step configure
 gpu_configure
 step build

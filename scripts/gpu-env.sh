@@ -14,6 +14,13 @@
 # .gpu-deps/ (*.deb, git-ignored; scripts/gpu-deps.sh fills it) and unpacked into a private
 # prefix, never into /.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# ARCH90_ONLY=1: sm_90a machine code only (halves the CUDA compile). It edits the copy's
+# kernels/*/meson.build (never commit that), so every call of a lease must set it: a call
+# without it would restore both architectures and rebuild every CUDA object.
+if [ -n "${ARCH90_ONLY:-}" ]; then
+  sed -i '/compute_121a/d' kernels/exl3/cuda/meson.build
+  sed -i "/compute_121a/d; s/code=sm_90a',\$/code=sm_90a']/" kernels/cuda/meson.build
+fi
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 BUILD=${BUILD:-build-gpu}

@@ -6,9 +6,7 @@
 #   bash scripts/gpu-kernel-check.sh            (carry .gpu-deps; TESTS= / TARGETS= narrow it)
 # It edits kernels/*/meson.build in the copy on the GPU machine (sm_90a only): never commit that.
 set -uo pipefail
-source scripts/gpu-env.sh
-sed -i '/compute_121a/d' kernels/exl3/cuda/meson.build
-sed -i "/compute_121a/d; s/code=sm_90a',\$/code=sm_90a']/" kernels/cuda/meson.build
+ARCH90_ONLY=1 source scripts/gpu-env.sh
 step configure; gpu_configure
 step build
 T=${TARGETS:-"plugins/cuda/backend.cuda.so plugins/cpu/backend.cpu.so tests/gpu/test_gpu_small_ops tests/gpu/test_gpu_mla bench/cuda/bench_cuda_mla tests/gpu/test_gpu_ops tests/gpu/test_gpu_moe bench/cuda/bench_cuda_moe"}
