@@ -3,10 +3,11 @@
 # the same H200, in one lease. Three calls back to back (the machine stays warm ~30 s and
 # keeps build-gpu/ and /tmp between calls; bench/peers/pieces.sh says what each carries):
 #
-#   bash bench/peers/gpu.sh build   # carry .gpu-deps .gpu-peers .gpu-model1: starts llama.cpp's
+#   bash bench/peers/gpu.sh build   # carry .gpu-deps (.gpu-peers too where it fits): starts llama.cpp's
 #                                   #   CUDA build and tandem's whole build in the background
 #                                   #   (both outlive the call) and waits up to BUILD_WAIT_S
-#   bash bench/peers/gpu.sh tests   # carry .gpu-model2: waits for tandem's build, runs the gpu
+#   bash bench/peers/gpu.sh tests   # carry .gpu-peers .gpu-model1: starts llama.cpp's build if the
+#                                   #   first call did not, waits for tandem's build, runs the gpu
 #                                   #   suite (scripts/gpu-build-test.sh, NO_BENCH)
 #   bash bench/peers/gpu.sh run     # carry .gpu-model3: the gpu tests that need the model
 #                                   #   (MODEL_TESTS), then waits for llama.cpp, runs both, prints
@@ -44,9 +45,11 @@ tandem_targets=(cli/tandem plugins/cuda/backend.cuda.so plugins/gguf/weights.ggu
                 bench/serving/sse_load bench/kv/bench_kv_quality tests/spec/test_spec_gpu)
 
 start_llama_build() {
-  [ -x "$LLAMA/b/bin/llama-server" ] && return
+  # Started once a lease (built, or building in its own session since an earlier call).
+  [ -d "$LLAMA" ] && return
+  [ -f .gpu-peers/llama.cpp.tar.xz ] || { echo "no .gpu-peers/llama.cpp.tar.xz: run bench/peers/fetch.sh"; return 1; }
   rm -rf /tmp/llama.cpp-src && mkdir -p /tmp/llama.cpp-src
-  tar xJf .gpu-peers/llama.cpp.tar.xz -C /tmp/llama.cpp-src || { echo "no .gpu-peers/llama.cpp.tar.xz: run bench/peers/fetch.sh"; return 1; }
+  tar xJf .gpu-peers/llama.cpp.tar.xz -C /tmp/llama.cpp-src || return 1
   cp .gpu-peers/SOURCE /tmp/llama.cpp-src/
   # Its own session: the build outlives this call (the next calls wait for it).
   setsid nohup bash -c "cd $LLAMA && cmake -B b -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -85,6 +88,8 @@ build)
   [ "${PEERS:-1}" = 1 ] && echo "llama.cpp build: $(tail -1 /tmp/llama.cpp-build.log)"
   ;;
 tests)
+  # .gpu-peers may come with this call instead of the first (the first carries .gpu-deps).
+  [ "${PEERS:-1}" = 1 ] && [ -f .gpu-peers/llama.cpp.tar.xz ] && start_llama_build
   wait_file /tmp/tandem-build.rc 420 || { echo "tandem build not done"; tail -3 /tmp/tandem-build.log; exit 1; }
   # -k 0: a target that failed is shown here; the tests whose programs exist still run.
   [ "$(cat /tmp/tandem-build.rc)" = 0 ] || grep -E "error|FAILED" /tmp/tandem-build.log | head -30
