@@ -9,11 +9,11 @@
 // on backend.cpu and on backend.cuda, and compares every position's full-vocabulary logits of
 // each reference prompt:
 //  - prefill (one step: the f16 tensor-core GEMMs, the EXL3 fat-expert MoE kernel), on a copy
-//    whose index_topk (4096) keeps DSA dense: every position within 1e-2 (H200: <= 6.1e-3),
+//    whose index_topk (4096) keeps DSA dense and whose router takes every expert (dense_dir):
+//    every position within 1e-2 (H200, routing as shipped: <= 6.1e-3 but for router flips),
 //    within 0.1 for prompts of up to 16 tokens, which take the GEMV as decode does;
 //  - decode (one token a step over the paged latent and indexer caches: the EXL3 GEMV with
-//    8-bit activations), same copy: within 0.1 (H200: 0.03-0.075), but for positions where a
-//    near-tie in the router's top-2 of 8 flips (H200: 1 of 45);
+//    8-bit activations), same copy: within 0.1 at 95% of positions (H200: 0.03-0.075);
 //  - prefill with DSA's sparse path (index_topk 8, as the model ships): most positions within
 //    1e-2. Random weights put the indexer's scores within rounding of each other, so its
 //    top-8 flips for some queries, which changes that query's attention alone (H200: 5 of 45
@@ -86,8 +86,12 @@ const std::string& exl3_dir() {
   return dir;
 }
 
-// A copy of the quantized model whose index_topk covers every prompt: DSA's indexer still
-// runs, its top-k keeps every key (no selection near-ties).
+// A copy of the quantized model without discrete choices that rounding can flip: its
+// index_topk covers every prompt (DSA's indexer still runs, its top-k keeps every key), and
+// every token is routed to all experts of one group (the sigmoid scores, correction bias,
+// normalisation and scaling still weigh them). The shipped routing (2 of 8 experts, 1 of 2
+// groups) flipped under rounding at 1-2 positions of a prompt on the H100 (2026-12-05),
+// and every later position attends to the flipped one: diffs of 0.02-0.04 behind a 1.5.
 const std::string& dense_dir() {
   static const std::string dir = [] {
     const fs::path out = fs::path(exl3_dir()).string() + "_dense";
@@ -97,7 +101,12 @@ const std::string& dense_dir() {
     json::value cfg = json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
     in.close();
     BOOST_REQUIRE(cfg.as_object().contains("index_topk"));
-    cfg.as_object()["index_topk"] = 4096;
+    json::object& o = cfg.as_object();
+    o["index_topk"] = 4096;
+    BOOST_REQUIRE(o.contains("n_routed_experts"));
+    o["num_experts_per_tok"] = o["n_routed_experts"];
+    o["n_group"] = 1;
+    o["topk_group"] = 1;
     std::ofstream(out / "config.json") << json::serialize(cfg);
     dense_copy = out.string();
     return dense_copy;
@@ -185,7 +194,7 @@ BOOST_AUTO_TEST_CASE(decode_steps_match_cpu_with_dense_indexing) {
     positions += d.size();
     BOOST_TEST_MESSAGE(ids.size() << " tokens one a step: by position" << table(d));
   }
-  // A router near-tie flips a token's experts now and then: at most 1 position in 20.
+  // The 8-bit activations put the worst positions near the tolerance (H200: up to 0.075).
   BOOST_TEST_MESSAGE(within << " of " << positions << " positions within " << decode_tol);
   BOOST_TEST(within * 20 >= positions * 19);
 }
