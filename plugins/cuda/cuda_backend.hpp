@@ -1,10 +1,11 @@
 #pragma once
 // backend.cuda: the llama ops on one NVIDIA GPU.
 //
-// Activations are f32 in device memory and the KV pool is f32. Linears read the GGML
-// blocks directly when a step has at most 32 token rows (decode: activations quantized to
+// Activations are f32 in device memory; the KV pool is bf16 by default. Linears read the GGML
+// blocks directly when a step has few token rows (decode: activations quantized to
 // 8 bits as backend.cpu's default linear does, each weight block read once for all rows:
-// dp4a dots up to 4 rows, int8 tensor-core mma from 5 to mma_max_rows; or, up to 8 rows,
+// dp4a dots or int8 tensor-core mma up to mma_max_rows, chosen by the matrix's shape in
+// path_for; or, up to 8 rows,
 // f32 dots, which match backend.cpu's `linear: float` up to summation order) and run an
 // f16 tensor-core GEMM
 // (cuBLAS, fp32 accumulation, weights dequantized to f16 once at load) for larger steps
@@ -149,6 +150,11 @@ class cuda_backend final : public backend {
   size_t recorded_graphs() const { return graphs_.size(); }
   op_profiler& profiler() { return prof_; }
 
+  // The kernel a linear of n rows of lw takes (cuda_ops.cpp: by the matrix's shape and n,
+  // as measured); linear_fused() takes the same one, so the tests can tell which it was.
+  enum class linear_path { gemv, mma, gemm };
+  linear_path path_for(const cuda_linear& lw, int64_t n) const;
+
  private:
   bool uses_gemm() const;  // linears get the f16 copy the tensor-core GEMM reads
   void* grow(scratch& s, size_t bytes, const char* op);  // drops graphs when it reallocates
@@ -164,10 +170,8 @@ class cuda_backend final : public backend {
   // (q8: gemv_q8_preferred_max_tokens, measured; f32: gemv_max_tokens).
   int64_t gemv_limit(const dev_matrix& m) const;
   int64_t gemv_preferred(const dev_matrix& m) const;
-  bool uses_mma(const dev_matrix& m, int64_t n) const;  // n rows of m go to gemv_q8_mma
   void gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y, bool accumulate);
-  // y (+)= x W^T for a backend.cuda weight: GEMV up to gemv_preferred rows, f16 GEMM above
-  // (GEMV launches of up to gemv_limit rows where there is no f16 copy).
+  // y (+)= x W^T for a backend.cuda weight on path_for's kernel.
   void dense_linear(const cuda_linear& lw, const float* x, int64_t n, float* y, bool accumulate);
   // The (cos, sin) table of `r` for positions [0, positions), made on the host exactly as
   // the reference's rope_angle, kept while it is large enough.

@@ -93,9 +93,30 @@ int64_t cuda_backend::gemv_preferred(const dev_matrix& m) const {
   return opt_.q8_activations && gemv_q8_supported(m) ? gemv_q8_preferred_max_tokens : gemv_max_tokens;
 }
 
-bool cuda_backend::uses_mma(const dev_matrix& m, int64_t n) const {
-  return opt_.q8_activations && !opt_.batch_invariant && gemv_q8_supported(m) && n > gemv_preferred(m) &&
-         n <= std::min(opt_.mma_max_rows, gemv_q8_mma_max_tokens);
+// Which kernel a plain linear of n rows takes. The crossovers depend on the matrix's shape,
+// not only on n (bench_cuda_kernels' linear curve, us per call: H100 2026-12-05, H200
+// sessions 11 and 13; bench/RESULTS.md):
+//  - 1 row: the q8 GEMV;
+//  - 2 to gemv_preferred rows: the GEMV, but the int8 tensor-core kernel where the GEMV's
+//    per-row cost shows: matrices of at most 1,024 rows and inputs (q/k/v and o of the
+//    default model: 2.5-2.8 us against 2.8-3.9) and vocabulary heads (49,152 rows: 20.5-20.9
+//    against 27-31);
+//  - from there to mma_max_rows: the tensor-core kernel, but the f16 GEMM for matrices
+//    reading 1,536 or more inputs (down: 5.7 us against 8.3-8.4 at 8 and 16 rows: the
+//    kernel has too few row tiles to fill the GPU);
+//  - more: the GEMM.
+// Without an f16 copy there is no GEMM; batch_invariant and mma_max_rows keep their meaning.
+cuda_backend::linear_path cuda_backend::path_for(const cuda_linear& lw, int64_t n) const {
+  const dev_matrix& m = lw.matrix();
+  const bool mma_allowed = opt_.q8_activations && !opt_.batch_invariant && gemv_q8_supported(m) &&
+                           n <= std::min(opt_.mma_max_rows, gemv_q8_mma_max_tokens);
+  const bool gemm_allowed = lw.f16() != nullptr;
+  if (n <= gemv_preferred(m)) {
+    const bool small = m.out <= 1024 && m.in <= 1024, head = m.out >= 16384;
+    return n >= 2 && mma_allowed && (small || head) ? linear_path::mma : linear_path::gemv;
+  }
+  if (mma_allowed && !(gemm_allowed && m.in >= 1536)) return linear_path::mma;
+  return gemm_allowed ? linear_path::gemm : linear_path::gemv;
 }
 
 void cuda_backend::gemv_rows(const dev_matrix& m, const float* x, int64_t n, float* y, bool accumulate) {
@@ -164,18 +185,17 @@ void cuda_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) 
 
 void cuda_backend::dense_linear(const cuda_linear& lw, const float* xp, int64_t n, float* yp, bool accumulate) {
   const dev_matrix& m = lw.matrix();
-  // Up to 4 rows on the q8 GEMV (8 on the f32 one) the GEMV reading the blocks is faster;
-  // from there to mma_max_rows the int8 tensor-core kernel (same arithmetic, the rows'
-  // products one mma per weight block), more rows the f16 GEMM over the dequantized copy
-  // (kernels.hpp says where the crossovers were measured). Without the copy, GEMV
-  // launches of up to gemv_limit rows.
-  if (uses_mma(m, n)) {
+  // The q8 GEMV reading the blocks, the int8 tensor-core kernel (same arithmetic, the rows'
+  // products one mma per weight block) or the f16 GEMM over the dequantized copy, by the
+  // matrix's shape and n (path_for). GEMV launches take up to gemv_limit rows each.
+  const linear_path path = path_for(lw, n);
+  if (path == linear_path::mma) {
     void* ws = grow(q8_, std::max<size_t>(gemv_q8_scratch_bytes(n, m.in), 16), "linear");
     gemv_q8_mma(m, xp, n, dev_prologue{}, accumulate, yp, ws, stream_);
     check_launch("linear (mma)");
     return;
   }
-  if (n <= gemv_preferred(m) || lw.f16() == nullptr) {
+  if (path == linear_path::gemv) {
     if (n <= gemv_limit(m)) {
       gemv_rows(m, xp, n, yp, accumulate);  // one launch, segment-major output for groups
     } else {
@@ -224,13 +244,15 @@ void cuda_backend::linear_fused(const linear_weight& w, tensor_view x, const lin
     bad(op, "y must not alias x or up");
   if (n == 0) return;
   const auto* lw = dynamic_cast<const cuda_linear*>(&w);
-  // Decode with 8-bit activations: the GEMV stages x per block, so the prologue and the
-  // add are part of its one launch. (Batch-invariant: up to the GEMV's whole row limit;
-  // the staged prologue is the separate kernels' arithmetic bit for bit, so rows past it
-  // agree too.)
-  const int64_t fused_max =
-      lw == nullptr ? 0 : opt_.batch_invariant ? gemv_limit(lw->matrix()) : gemv_preferred(lw->matrix());
-  if (lw != nullptr && n <= fused_max && opt_.q8_activations && gemv_q8_supported(lw->matrix()) &&
+  // The kernel linear() would take (path_for), so that fused and separate ops agree bit for
+  // bit wherever that kernel stages x. Decode with 8-bit activations: the GEMV stages x per
+  // block, so the prologue and the add are part of its one launch. (Batch-invariant: up to
+  // the GEMV's whole row limit; the staged prologue is the separate kernels' arithmetic bit
+  // for bit, so rows past it agree too.)
+  const linear_path path = lw == nullptr ? linear_path::gemm : path_for(*lw, n);
+  const bool gemv_fits = lw != nullptr && (opt_.batch_invariant ? n <= gemv_limit(lw->matrix())
+                                                                 : path == linear_path::gemv && n <= gemv_preferred(lw->matrix()));
+  if (gemv_fits && opt_.q8_activations && gemv_q8_supported(lw->matrix()) &&
       (dp.kind == dev_prologue::none || gemv_q8_stageable(lw->matrix(), n))) {
     op_profiler::scope timed(prof_, "linear (fused)", stream_);
     const dev_matrix& m = lw->matrix();
@@ -239,8 +261,8 @@ void cuda_backend::linear_fused(const linear_weight& w, tensor_view x, const lin
     check_launch("linear (fused)");
     return;
   }
-  // 5..mma_max_rows rows: the int8 tensor-core kernel stages x with the prologue too.
-  if (lw != nullptr && uses_mma(lw->matrix(), n) &&
+  // The int8 tensor-core kernel stages x with the prologue too.
+  if (path == linear_path::mma &&
       (dp.kind == dev_prologue::none || gemv_q8_mma_stageable(lw->matrix(), n))) {
     op_profiler::scope timed(prof_, "linear (fused)", stream_);
     const dev_matrix& m = lw->matrix();

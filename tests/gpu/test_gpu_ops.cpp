@@ -148,9 +148,10 @@ BOOST_AUTO_TEST_CASE(linear_gemv_and_gemm) {
 }
 
 BOOST_AUTO_TEST_CASE(linear_q8_activations_match_cpu_q8) {
-  // The rows linear() gives the q8 GEMV (up to gemv_q8_preferred_max_tokens): in = 576 and
-  // 1536 quantize x in shared memory at 1 row and in global scratch above; 8192 always goes
-  // through global scratch. gemv_q8_stagings_agree runs the kernel itself at 1-32 rows.
+  // The rows linear() gives the q8 kernels (up to gemv_q8_preferred_max_tokens: the GEMV, or
+  // the int8 mma for 576 x 576 from 2 rows; both q8 arithmetic): in = 576 and 1536 quantize
+  // x in shared memory at 1 row and in global scratch above; 8192 always goes through global
+  // scratch. gemv_q8_stagings_agree runs the kernel itself at 1-32 rows.
   static_assert(cuda::gemv_q8_preferred_max_tokens == 4, "the row counts below assume 4");
   for (dtype t : {dtype::q4_1, dtype::q8_0}) {
     for (auto [out, in] : {std::pair<int64_t, int64_t>{576, 576}, {1000, 1536}, {64, 8192}}) {
@@ -420,9 +421,9 @@ std::vector<test::test_weight> weights(std::initializer_list<std::pair<dtype, st
 //    computed (the integers are the same: < 1e-5), and against the mirror on kernels/ref's
 //    prologue values, which differ in the last bit and may round a few activations to the
 //    next integer: < 3e-3 (1-ulp perturbations of x moved an in = 1536 q8 product by at
-//    most 4.3e-4 in a simulation); GEMM (n > 8 on f32, > mma_max_rows on q8, whose rows
-//    5..mma_max_rows take the int8 tensor-core kernel, q8 arithmetic): 2e-3 as
-//    linear_gemv_and_gemm.
+//    most 4.3e-4 in a simulation); GEMM (path_for: n > 8 on f32; on q8 above mma_max_rows,
+//    and from 5 rows for matrices reading 1,536 or more inputs; the int8 tensor-core
+//    kernel's rows are q8 arithmetic): 2e-3 as linear_gemv_and_gemm.
 void check_fused(cuda::cuda_backend& be, const std::vector<test::test_weight>& parts, int64_t n, kind k, bool acc) {
   const int64_t in = parts[0].info.shape[1];
   int64_t out = 0;
@@ -464,7 +465,10 @@ void check_fused(cuda::cuda_backend& be, const std::vector<test::test_weight>& p
   std::ostringstream what;
   what << (q8 ? "q8 " : "f32 ") << name(type) << " [" << out << " x " << in << "] parts " << parts.size() << " n=" << n
        << " prologue " << static_cast<int>(k) << " accumulate " << acc;
-  const bool gemm = n > (q8 ? cuda::cuda_options{}.mma_max_rows : cuda::gemv_max_tokens);
+  // The GEMM by the backend's own choice (path_for: by n and the matrix's shape).
+  const auto* cl = dynamic_cast<const cuda::cuda_linear*>(lw.get());
+  BOOST_REQUIRE(cl != nullptr);
+  const bool gemm = be.path_for(*cl, n) == cuda::cuda_backend::linear_path::gemm;
   if (gemm) {
     const double e = test::rel_err(got, want);
     BOOST_TEST(e < 1e-5, what.str() << ": fused vs separate ops rel err " << e);
