@@ -8,29 +8,42 @@ namespace tandem {
 
 namespace {
 
-// Smoothing: a step time moves its row count's estimate by a fifth (the machine is shared,
-// single steps are noisy); a verdict keeps 3/4 of a sequence's history (its text can change
-// within a few dozen tokens) and 19/20 of the engine-wide one (the prior of new sequences).
-constexpr double cost_weight = 0.2, seq_keep = 0.75, global_keep = 0.95;
+// A verdict keeps 3/4 of a sequence's history (its text can change within a few dozen
+// tokens) and 19/20 of the engine-wide one (the prior of new sequences).
+constexpr double seq_keep = 0.75, global_keep = 0.95;
 // How many draft tokens' worth of evidence the engine-wide rate counts for in a sequence's.
 constexpr double prior_tokens = 2;
 
 }  // namespace
 
-void step_cost_model::record(int64_t rows, double seconds) {
-  if (rows <= 0 || !(seconds >= 0)) return;
-  auto [it, fresh] = ewma_.try_emplace(rows, seconds);
-  if (!fresh) it->second += cost_weight * (seconds - it->second);
+double step_cost_model::timings::least() const {
+  const int n = std::min(count, window);
+  return *std::min_element(last, last + n);
 }
 
+// The least of the recent timings: noise (other work on the machine, a graph recorded by
+// the step) only ever adds to a step's time, and the window follows a cost that drifts (a
+// context that grows).
+void step_cost_model::record(int64_t rows, double seconds) {
+  if (rows <= 0 || !(seconds >= 0)) return;
+  timings& t = by_rows_[rows];
+  t.last[t.count % window] = seconds;
+  ++t.count;
+  if (t.count >= trusted_after) trusted_[rows] = t.least();
+}
+
+bool step_cost_model::measured(int64_t rows) const { return trusted_.count(rows) > 0; }
+
+int64_t step_cost_model::largest() const { return trusted_.empty() ? 0 : trusted_.rbegin()->first; }
+
 double step_cost_model::seconds(int64_t rows) const {
-  if (ewma_.empty()) return 0;
-  const auto hi = ewma_.lower_bound(rows);
-  if (hi != ewma_.end() && hi->first == rows) return hi->second;
+  if (trusted_.empty()) return 0;
+  const auto hi = trusted_.lower_bound(rows);
+  if (hi != trusted_.end() && hi->first == rows) return hi->second;
   // Above every measured size: as costly as the largest (optimistic, so it gets tried and
   // measured); below every one: as the smallest.
-  if (hi == ewma_.end()) return std::prev(hi)->second;
-  if (hi == ewma_.begin()) return hi->second;
+  if (hi == trusted_.end()) return std::prev(hi)->second;
+  if (hi == trusted_.begin()) return hi->second;
   const auto lo = std::prev(hi);
   const double f = static_cast<double>(rows - lo->first) / static_cast<double>(hi->first - lo->first);
   return lo->second + f * (hi->second - lo->second);

@@ -5,9 +5,12 @@
 // more rows are nearly free, on two CPU cores each costs about a third of a step; a count
 // is predictable, prose is not. So neither is assumed, both are measured:
 //
-//   step_cost_model  the wall time of an engine step by the rows it computed (EWMA per row
-//                    count; rows never seen are interpolated between neighbours, or taken
-//                    as free above the largest one seen so that larger drafts get tried);
+//   step_cost_model  the wall time of an engine step by the rows it computed (per row
+//                    count the least of its last few timings, trusted from the second: a
+//                    GPU's first step of a size also records its CUDA graph, and a shared
+//                    machine's noise only ever adds; sizes not trusted yet are interpolated
+//                    between neighbours, or taken as free above the largest trusted one so
+//                    that larger drafts get tried);
 //   draft_controller per sequence, a decayed count of its draft tokens accepted / examined
 //                    (a new sequence starts from the engine-wide rate); each step it picks
 //                    the k in [0, room] that maximises the step's expected tokens per second
@@ -38,15 +41,24 @@ namespace tandem {
 
 class step_cost_model {
  public:
+  // The timings kept per row count, and how many make a size trusted.
+  static constexpr int window = 8, trusted_after = 2;
+
   void record(int64_t rows, double seconds);
-  bool measured(int64_t rows) const { return ewma_.count(rows) > 0; }
-  // Seconds of a step of `rows` rows; 0 before anything was recorded.
+  bool measured(int64_t rows) const;
+  // Seconds of a step of `rows` rows; 0 before any size is trusted.
   double seconds(int64_t rows) const;
-  // The largest row count timed so far (0: none).
-  int64_t largest() const { return ewma_.empty() ? 0 : ewma_.rbegin()->first; }
+  // The largest trusted row count (0: none).
+  int64_t largest() const;
 
  private:
-  std::map<int64_t, double> ewma_;  // rows -> smoothed step seconds
+  struct timings {
+    double last[window] = {};
+    int count = 0;  // recorded so far (the window holds the last `window`)
+    double least() const;
+  };
+  std::map<int64_t, timings> by_rows_;
+  std::map<int64_t, double> trusted_;  // rows -> least recent seconds, sizes timed trusted_after times or more
 };
 
 // One sequence's part of the controller (lives in the engine's sequence).
