@@ -5,10 +5,10 @@
 // 8192 tokens. Per-op tables (each op run eagerly and timed alone) for decode at batch 1
 // and 8 and the 512-token prefill. Then decode at 1-32 sequences once more with the linears
 // fused (TANDEM_LLAMA_FUSED_LINEARS=1; TANDEM_BENCH_SKIP_FUSED=1 leaves it out). Then the
-// decode curve at 2-64 sequences under two other linear dispatches (TANDEM_BENCH_SKIP_MMA_AB=1
-// leaves them out): backend.cuda's mma_max_rows = 0 (the q8 GEMV up to 4 rows, the f16
-// GEMM above: the dispatch before the int8 tensor-core kernel), = 32 and = 64 (that kernel
-// up to 32 / 64 rows); the default is 16 (32 lost to the GEMM on the H200, bench/RESULTS.md). Ceiling of decode: weight bytes per step over copy bandwidth.
+// decode curve at 2-64 sequences under three other linear dispatches (TANDEM_BENCH_SKIP_MMA_AB=1
+// leaves them out): backend.cuda's linear_by_shape = false (the kernel by the rows alone:
+// the q8 GEMV to 4 rows, the int8 tensor-core kernel to 16, the f16 GEMM above, as before
+// session 14), mma_max_rows = 0 (no tensor-core kernel) and = 32. Ceiling of decode: weight bytes per step over copy bandwidth.
 //
 //   build/bench/cuda/bench_cuda_model
 #include <algorithm>
@@ -208,14 +208,16 @@ int main() {
   // The same model under other linear dispatches (see the header).
   std::vector<std::pair<std::string, std::vector<std::pair<int, decode_result>>>> dispatch_curves;
   if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_MMA_AB"); skip == nullptr || std::string(skip) != "1") {
-    for (int64_t rows : {int64_t{0}, int64_t{32}, int64_t{64}}) {
+    for (int64_t rows : {int64_t{-1}, int64_t{0}, int64_t{32}}) {
       cuda::cuda_options o;
-      o.mma_max_rows = rows;
+      if (rows < 0) o.linear_by_shape = false;  // the kernel by the rows alone
+      else o.mma_max_rows = rows;
       cuda::cuda_backend be2(o);
       llama_model m2(be2, w, hp, 64 * 8192 / 16 / 4, 16);
       std::vector<std::pair<int, decode_result>> c;
       for (int batch : {2, 4, 8, 16, 32, 64}) c.push_back({batch, decode(m2, be2, batch, 128, 64, false)});
-      dispatch_curves.push_back({"mma_max_rows=" + std::to_string(rows), std::move(c)});
+      dispatch_curves.push_back({rows < 0 ? std::string("linear_by_shape=false") : "mma_max_rows=" + std::to_string(rows),
+                                 std::move(c)});
     }
   }
 

@@ -144,6 +144,8 @@ bench|run)
   timeout "${ENGINE_BENCH_S:-300}" "$BUILD/bench/engine/bench_engine" --pipeline pipelines/default.yaml "${cuda_sets[@]}" --set scheduler.max_batch=128 \
     --streams "$STREAMS" --prompt "$PROMPTS" --gen 128 --decode-prompt 128 --repeats 3 \
     > "$OUT/tandem_engine.txt" 2> "$OUT/tandem_engine.log"
+  # HTTP=0 leaves the servers out (a call that must end sooner).
+  if [ "${HTTP:-1}" = 1 ]; then
   step "HTTP: both servers under bench_serving.py"
   servers=(tandem:8092)
   lsrv=
@@ -168,6 +170,7 @@ bench|run)
       --output-len 128 > "$OUT/http_sse_${pair%%:*}.txt" 2>&1
   done
   kill $lsrv $tsrv 2>/dev/null; wait 2>/dev/null
+  fi
   step "table"
   { echo "commit ${TANDEM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")} $(date -u +%FT%TZ), $(cat /tmp/llama.cpp-src/SOURCE 2>/dev/null || echo "no llama.cpp (PEERS=0)")"
     cat "$OUT/machine.txt"

@@ -59,6 +59,11 @@ struct cuda_options {
   // the int8 tensor-core kernel (gemv_q8_mma: the GEMV's arithmetic, 8 rows for about the
   // price of 1) instead of the f16 GEMM; 0 = never. Not in batch_invariant mode.
   int64_t mma_max_rows = 16;
+  // The kernel of a linear chosen by the matrix's shape as well as the rows (path_for:
+  // the mma from 2 rows for small matrices and vocabulary heads, the GEMM from 5 for
+  // matrices reading >= 1536 inputs); false: by the rows alone (GEMV to 4, mma to
+  // mma_max_rows, GEMM above), as before session 14.
+  bool linear_by_shape = true;
 };
 
 class cuda_backend final : public backend {

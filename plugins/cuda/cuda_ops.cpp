@@ -111,11 +111,12 @@ cuda_backend::linear_path cuda_backend::path_for(const cuda_linear& lw, int64_t 
   const bool mma_allowed = opt_.q8_activations && !opt_.batch_invariant && gemv_q8_supported(m) &&
                            n <= std::min(opt_.mma_max_rows, gemv_q8_mma_max_tokens);
   const bool gemm_allowed = lw.f16() != nullptr;
+  const bool by_shape = opt_.linear_by_shape;
   if (n <= gemv_preferred(m)) {
     const bool small = m.out <= 1024 && m.in <= 1024, head = m.out >= 16384;
-    return n >= 2 && mma_allowed && (small || head) ? linear_path::mma : linear_path::gemv;
+    return by_shape && n >= 2 && mma_allowed && (small || head) ? linear_path::mma : linear_path::gemv;
   }
-  if (mma_allowed && !(gemm_allowed && m.in >= 1536)) return linear_path::mma;
+  if (mma_allowed && !(by_shape && gemm_allowed && m.in >= 1536)) return linear_path::mma;
   return gemm_allowed ? linear_path::gemm : linear_path::gemv;
 }
 

@@ -34,6 +34,10 @@ const config_key keys[] = {
      "steps of 5 to this many token rows run their Q4_1/Q8_0 linears on the int8 tensor-core kernel (the q8 "
      "GEMV's arithmetic, one mma per weight block for 8 rows) instead of the f16 GEMM; 0 = never",
      0, 64, nullptr, nullptr, "batch_invariant=false,q8_activations=true"},
+    {"linear_by_shape", config_type::boolean, "true",
+     "choose each linear's kernel by the matrix's shape as well as the step's rows (measured crossovers: the "
+     "tensor-core kernel from 2 rows for small matrices and vocabulary heads, the f16 GEMM from 5 rows for "
+     "matrices reading 1536 or more inputs); false: by the rows alone"},
 };
 
 // The module carries machine code for sm_90a (H100/H200) and sm_121a (GB10) only.
@@ -61,6 +65,7 @@ plugin_object* create(const plugin_context& ctx) {
     if (ctx.cfg->has("q8_activations")) opt.q8_activations = ctx.cfg->get_bool("q8_activations");
     if (ctx.cfg->has("batch_invariant")) opt.batch_invariant = ctx.cfg->get_bool("batch_invariant");
     if (ctx.cfg->has("mma_max_rows")) opt.mma_max_rows = ctx.cfg->get_int("mma_max_rows");
+    if (ctx.cfg->has("linear_by_shape")) opt.linear_by_shape = ctx.cfg->get_bool("linear_by_shape");
   }
   auto* be = new cuda_backend(opt);
   if (ctx.log != nullptr) ctx.log->info(be->describe());
