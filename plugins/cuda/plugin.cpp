@@ -37,7 +37,8 @@ const config_key keys[] = {
     {"linear_by_shape", config_type::boolean, "true",
      "choose each linear's kernel by the matrix's shape as well as the step's rows (measured crossovers: the "
      "tensor-core kernel from 2 rows for small matrices and vocabulary heads, the f16 GEMM from 5 rows for "
-     "matrices reading 1536 or more inputs); false: by the rows alone"},
+     "matrices reading 1536 or more inputs); false: by the rows alone",
+     0, 0, nullptr, nullptr, "batch_invariant=false,q8_activations=true"},
 };
 
 // The module carries machine code for sm_90a (H100/H200) and sm_121a (GB10) only.
