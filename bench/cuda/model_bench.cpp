@@ -8,7 +8,9 @@
 // decode curve at 2-64 sequences under three other linear dispatches (TANDEM_BENCH_SKIP_MMA_AB=1
 // leaves them out): backend.cuda's linear_by_shape = false (the kernel by the rows alone:
 // the q8 GEMV to 4 rows, the int8 tensor-core kernel to 16, the f16 GEMM above, as before
-// session 14), mma_max_rows = 0 (no tensor-core kernel) and = 32. Ceiling of decode: weight bytes per step over copy bandwidth.
+// session 14), mma_max_rows = 0 (no tensor-core kernel) and = 32; and at 1-64 sequences with the
+// SiLU gate fused into the down projection (TANDEM_LLAMA_FUSED_SILU=1;
+// TANDEM_BENCH_SKIP_FUSED_SILU=1 leaves it out). Ceiling of decode: weight bytes per step over copy bandwidth.
 //
 //   build/bench/cuda/bench_cuda_model
 #include <algorithm>
@@ -219,6 +221,16 @@ int main() {
       dispatch_curves.push_back({rows < 0 ? std::string("linear_by_shape=false") : "mma_max_rows=" + std::to_string(rows),
                                  std::move(c)});
     }
+  }
+  // The default dispatch with the SiLU gate inside the down projection only
+  // (TANDEM_LLAMA_FUSED_SILU=1: one launch less a layer; norms and adds separate).
+  if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_FUSED_SILU"); skip == nullptr || std::string(skip) != "1") {
+    setenv("TANDEM_LLAMA_FUSED_SILU", "1", 1);
+    llama_model ms(be, w, hp, 64 * 8192 / 16 / 4, 16);
+    unsetenv("TANDEM_LLAMA_FUSED_SILU");
+    std::vector<std::pair<int, decode_result>> c;
+    for (int batch : {1, 2, 4, 8, 16, 32, 64}) c.push_back({batch, decode(ms, be, batch, 128, batch == 1 ? 256 : 64, false)});
+    dispatch_curves.push_back({"fused_silu", std::move(c)});
   }
 
   std::printf("weights %.1f MB / %.0f GB/s = %.1f us per step (the floor at any batch up to where compute binds)\n",

@@ -9,7 +9,17 @@
 #include "tandem/error.hpp"
 
 namespace tandem {
+
 namespace {
+
+// An on/off switch from the environment: unset or empty is off; anything but 0 or 1 is an error.
+bool env_switch(const char* name) {
+  const char* f = std::getenv(name);
+  if (f == nullptr || *f == '\0') return false;
+  const std::string v = f;
+  if (v != "0" && v != "1") throw error(std::string(name) + " must be 0 or 1, not '" + v + "'");
+  return v == "1";
+}
 
 std::string blk(int l, const char* what) { return "blk." + std::to_string(l) + "." + what + ".weight"; }
 
@@ -37,11 +47,8 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
   else if (tp_.pp.split()) load_stage_weights();  // narrows hp_.n_layers to this stage's
   else load_weights();
   ws_.init(be_, hp_);
-  if (const char* f = std::getenv("TANDEM_LLAMA_FUSED_LINEARS"); f != nullptr && *f != '\0') {
-    const std::string v = f;
-    if (v != "0" && v != "1") throw error("TANDEM_LLAMA_FUSED_LINEARS must be 0 or 1, not '" + v + "'");
-    fused_linears_ = v == "1";
-  }
+  fused_linears_ = env_switch("TANDEM_LLAMA_FUSED_LINEARS");
+  fused_silu_ = env_switch("TANDEM_LLAMA_FUSED_SILU");
 }
 
 llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
@@ -247,8 +254,15 @@ void llama_model::run_layers(int n) {
     if (tp_.split()) reduce_partial(proj);
     be_.add_rms_norm(x, proj, norm_view(*L.ffn_norm), hp_.rms_eps, h);
     be_.linear(*L.gate_up, h, ws_.gate_up(n));
-    be_.silu_mul(ws_.gate(n), ws_.up(n), ws_.gate(n));
-    be_.linear(*L.down, ws_.gate(n), proj);
+    if (fused_silu_) {
+      linear_prologue gated;
+      gated.k = linear_prologue::kind::silu_mul;
+      gated.up = ws_.up(n);
+      be_.linear_fused(*L.down, ws_.gate(n), gated, proj, false);
+    } else {
+      be_.silu_mul(ws_.gate(n), ws_.up(n), ws_.gate(n));
+      be_.linear(*L.down, ws_.gate(n), proj);
+    }
     if (tp_.split()) reduce_partial(proj);
     keep_hidden(l, n);
   }

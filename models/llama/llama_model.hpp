@@ -136,6 +136,10 @@ class llama_model final : public model {
   // measured it slower at batch 1); steps with hidden-state taps or tensor parallelism run
   // the separate ops.
   bool fused_linears_ = false;
+  // TANDEM_LLAMA_FUSED_SILU=1: only the SiLU gate moves into the down projection (its
+  // x staging computes silu(gate) * up; one launch less a layer), norms and adds stay
+  // separate (the norm prologue is what made the fused layer slower). Off until measured.
+  bool fused_silu_ = false;
   int32_t pad_page_ = 0;   // the extra KV page padding rows write to
 };
 
