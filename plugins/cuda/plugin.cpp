@@ -63,6 +63,7 @@ plugin_object* create(const plugin_context& ctx) {
     if (ctx.cfg->has("mma_max_rows")) opt.mma_max_rows = ctx.cfg->get_int("mma_max_rows");
   }
   auto* be = new cuda_backend(opt);
+  be->log_to(ctx.log);
   if (ctx.log != nullptr) ctx.log->info(be->describe());
   return be;
 }
