@@ -12,6 +12,16 @@
 // model's, a count to 200 runs to --tokens); --ignore-eos generates --tokens every time, past
 // the answer into text no drafter was trained on (the figures before 2026-12-05 did that).
 // drafter_share: the drafter's propose() and observe() calls over the engine's step time.
+// Where the step time goes (engine_stats): each table line is followed by one with the mean
+// wall time of a draft step (a verify of at least one draft token), a plain decode step and
+// any other (prompt chunks), and the mean ms per step of each phase (propose, forward,
+// sample, verify, observe, rest; engine.hpp); the JSON line has them too.
+// --warmup N (default 1): every runtime first serves N untimed requests of a neutral prompt
+// (longer than every task's, 32 tokens, at each --batch size), so graph recordings and the
+// adaptive controller's first step timings are not in the figures. --trace-dir DIR: each timed run's steps go to
+// DIR/<task>-<drafter>-b<batch>-r<round>.jsonl (engine::set_trace; step_trace.hpp).
+// With --backend cuda, TANDEM_CUDA_GRAPH_STATS=1: each runtime's backend logs its CUDA graph
+// captures, replays and drops when it closes (after a "closing" line naming the drafter).
 //
 //   build/bench/spec/bench_spec --pipeline pipelines/cpu.yaml --tokens 128 --batch 1 --batch 8
 //   build/bench/spec/bench_spec --pipeline pipelines/default.yaml --backend cuda --batch 1 --batch 8
@@ -21,6 +31,7 @@
 #include <ctime>
 #include <filesystem>
 #include <cstdio>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <iostream>
 #include <map>
@@ -98,12 +109,79 @@ measurement run(runtime& rt, const std::string& prompt, int batch, int gen, bool
   return m;
 }
 
+size_t chat_tokens(runtime& rt, const std::string& text) {
+  return rt.tokens_for_chat(std::vector<chat_message>{{"user", text}}).size();
+}
+
+// Untimed requests before the timed tasks, at each batch size: CUDA graphs get recorded
+// and the adaptive draft length times its first steps here, not in the figures. The prompt
+// says nothing the tasks ask for, but is longer than any of theirs: its prefill sizes the
+// step buffers, and a longer prompt later would reallocate them (llama_model's workspace
+// generation, backend.cuda's scratch) and have every recorded step captured again inside a
+// timed run. What its text taught the controller about acceptance is forgotten (a greeting
+// run past its end drafts badly, and the probes it backed off would delay the first task).
+void warm_up(runtime& rt, int n, const std::vector<int>& batches) {
+  if (n == 0) return;
+  size_t longest = 0;
+  for (const task& t : tasks) longest = std::max(longest, chat_tokens(rt, t.prompt));
+  std::string prompt = "Say hello in five words.";
+  while (chat_tokens(rt, prompt) <= longest) prompt += " Then say hello again.";
+  for (int i = 0; i < n; ++i)
+    for (int batch : batches) run(rt, prompt, batch, 32, true);
+  rt.eng().forget_draft_acceptance();
+}
+
+// Engine step counters of one run or a sum of runs: steps and wall seconds by kind, and the
+// seconds of each phase (engine_stats).
+struct step_split {
+  double steps = 0, draft = 0, draft_s = 0, decode = 0, decode_s = 0, other = 0, other_s = 0;
+  double propose_s = 0, forward_s = 0, sample_s = 0, verify_s = 0, observe_s = 0, rest_s = 0;
+
+  void add(const engine_stats& before, const engine_stats& now) {
+    const auto d = [](uint64_t a, uint64_t b) { return static_cast<double>(a - b); };
+    draft += d(now.draft_steps, before.draft_steps);
+    decode += d(now.decode_steps, before.decode_steps);
+    other += d(now.other_steps, before.other_steps);
+    steps = draft + decode + other;
+    draft_s += now.draft_step_seconds - before.draft_step_seconds;
+    decode_s += now.decode_step_seconds - before.decode_step_seconds;
+    other_s += now.other_step_seconds - before.other_step_seconds;
+    propose_s += now.step_propose_seconds - before.step_propose_seconds;
+    forward_s += now.step_forward_seconds - before.step_forward_seconds;
+    sample_s += now.step_sample_seconds - before.step_sample_seconds;
+    verify_s += now.step_verify_seconds - before.step_verify_seconds;
+    observe_s += now.step_observe_seconds - before.step_observe_seconds;
+    rest_s += now.step_rest_seconds - before.step_rest_seconds;
+  }
+  static double ms(double seconds, double n) { return n > 0 ? 1e3 * seconds / n : 0; }
+  // Mean ms per step of each phase, over all the steps.
+  std::vector<std::pair<const char*, double>> phases() const {
+    return {{"propose", ms(propose_s, steps)}, {"forward", ms(forward_s, steps)}, {"sample", ms(sample_s, steps)},
+            {"verify", ms(verify_s, steps)},   {"observe", ms(observe_s, steps)}, {"rest", ms(rest_s, steps)}};
+  }
+  std::string table() const {
+    std::string p;
+    for (const auto& [name, v] : phases()) p += fmt::format(" {} {:.3f}", name, v);
+    return fmt::format("draft steps {:.0f} x {:.3f} ms, decode {:.0f} x {:.3f} ms, other {:.0f} x {:.3f} ms; ms/step:{}",
+                       draft, ms(draft_s, draft), decode, ms(decode_s, decode), other, ms(other_s, other), p);
+  }
+  std::string json() const {
+    std::string p;
+    for (const auto& [name, v] : phases()) p += fmt::format("{}\"{}\":{:.4f}", p.empty() ? "" : ",", name, v);
+    return fmt::format(
+        "\"draft_steps\":{:.0f},\"draft_step_ms\":{:.4f},\"decode_steps\":{:.0f},\"decode_step_ms\":{:.4f},"
+        "\"other_steps\":{:.0f},\"other_step_ms\":{:.4f},\"phase_ms\":{{{}}}",
+        draft, ms(draft_s, draft), decode, ms(decode_s, decode), other, ms(other_s, other), p);
+  }
+};
+
 // One (task, drafter) over the rounds: decode speeds, speeds relative to no drafter in the
 // same round, and the speculation counters summed.
 struct tally {
   std::vector<double> tps, ratio, cpu_ratio;  // cpu_ratio: tokens per CPU second, against none
   double drafts = 0, accepted = 0, proposed = 0;
   double step_s = 0, drafter_s = 0;  // engine step time, and the drafter's calls in it
+  step_split split;
   std::vector<double> per_pos;
   int64_t tokens = 0;
 
@@ -116,6 +194,7 @@ struct tally {
     accepted += static_cast<double>(m.stats.spec_accepted_tokens - before.spec_accepted_tokens);
     proposed += static_cast<double>(m.stats.spec_draft_tokens - before.spec_draft_tokens);
     step_s += m.stats.step_seconds - before.step_seconds;
+    split.add(before, m.stats);
     drafter_s += m.stats.spec_propose_seconds - before.spec_propose_seconds + m.stats.spec_observe_seconds -
                  before.spec_observe_seconds;
     if (per_pos.size() < m.stats.spec_accepted_per_pos.size()) per_pos.resize(m.stats.spec_accepted_per_pos.size());
@@ -137,7 +216,8 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   std::string pipeline, backend_name;
-  int gen = 128, rounds = 1;
+  int gen = 128, rounds = 1, warmup = 1;
+  std::string trace_dir;
   int64_t kv_tokens = 16384;
   std::vector<int> batches;
   std::vector<std::string> sets, names;
@@ -153,6 +233,10 @@ int main(int argc, char** argv) {
       "ignore-eos", "generate --tokens every time, past the end of turn (default: stop there, as the API does)")(
       "rounds", po::value(&rounds)->default_value(1),
       "repeat every (task, drafter) this many times, interleaved; report medians")(
+      "warmup", po::value(&warmup)->default_value(1),
+      "untimed requests (32 tokens of a neutral prompt, at each --batch) each runtime serves first")(
+      "trace-dir", po::value(&trace_dir),
+      "write each timed run's engine steps to DIR/<task>-<drafter>-b<batch>-r<round>.jsonl")(
       "drafters", po::value(&names)->multitoken(),
       "drafters to compare with none: ngram suffix dflash2 dflash2-q8 (its matrices as Q8_0)")(
       "dflash2-weights", po::value(&dflash2_weights)->default_value("drafters/smollm2-135m-instruct-dflash2"),
@@ -180,6 +264,21 @@ int main(int argc, char** argv) {
     std::cerr << "bench_spec: --kv-tokens must be at least 1\n";
     return 2;
   }
+  if (warmup < 0) {
+    std::cerr << "bench_spec: --warmup must not be negative\n";
+    return 2;
+  }
+  if (!trace_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(trace_dir, ec);
+    if (ec) {
+      std::cerr << "bench_spec: cannot create --trace-dir " << trace_dir << ": " << ec.message() << "\n";
+      return 2;
+    }
+  }
+  // backend.cuda reads it when it is created: each runtime's graph counters are logged as it closes.
+  const bool graph_stats = backend_name == "cuda";
+  if (graph_stats) ::setenv("TANDEM_CUDA_GRAPH_STATS", "1", 1);
   sets.insert(sets.begin(), "engine.kv_tokens=" + std::to_string(kv_tokens));  // a --set of it still wins
   if (!backend_name.empty()) sets.push_back("backend.plugin=" + backend_name);
   // Every drafter bench_spec knows; --drafters picks (default: all but dflash2 when its
@@ -229,13 +328,21 @@ int main(int argc, char** argv) {
             for (const std::string& line : rts.back()->summary())
               if (line.starts_with("backend:") || line.starts_with("speculative"))
                 std::cerr << d.name << ": " << line << "\n";
+          warm_up(*rts.back(), warmup, batches);
         }
         for (const task& t : tasks) {
           double base = 0, base_cpu = 0;
           for (size_t i = 0; i < drafters.size(); ++i) {
             runtime& rt = *rts[i];
             const engine_stats before = rt.eng().stats();
+            if (!trace_dir.empty()) {
+              const std::filesystem::path file = std::filesystem::path(trace_dir) /
+                  fmt::format("{}-{}-b{}-r{}.jsonl", t.name, drafters[i].name, batch, round);
+              std::filesystem::remove(file);  // the trace appends: an earlier bench's lines go
+              rt.eng().set_trace(file.string());
+            }
             const measurement m = run(rt, t.prompt, batch, gen, vm.count("ignore-eos") > 0);
+            if (!trace_dir.empty()) rt.eng().set_trace("");
             const double tps = static_cast<double>(m.tokens) / m.decode_s;
             const double per_cpu = static_cast<double>(m.tokens) / m.decode_cpu_s;
             if (i == 0) base = tps, base_cpu = per_cpu;  // drafters[0] is none
@@ -244,6 +351,11 @@ int main(int argc, char** argv) {
             std::cerr << fmt::format("round {} {:6} {:13} batch {:2}: {:8.1f} tok/s  x{:.2f}  per CPU-s x{:.2f}\n", round,
                                      t.name, drafters[i].name, batch, tps, tps / base, per_cpu / base_cpu);
           }
+        }
+        // In drafter order, each named first: backend.cuda's graph counters are logged as it closes.
+        for (size_t i = 0; i < rts.size(); ++i) {
+          if (graph_stats) std::cerr << fmt::format("round {} batch {}: closing {}\n", round, batch, drafters[i].name);
+          rts[i].reset();
         }
       }
       for (const task& t : tasks)
@@ -257,16 +369,17 @@ int main(int argc, char** argv) {
           std::printf(
               "{\"task\":\"%s\",\"drafter\":\"%s\",\"batch\":%d,\"rounds\":%d,\"tokens\":%lld,"
               "\"decode_tok_s\":%.2f,\"speedup\":%.3f,\"speedup_cpu_time\":%.3f,\"tau\":%.3f,\"drafts\":%.0f,\"draft_tokens\":%.0f,"
-              "\"accepted\":%.0f,\"per_position\":[%s],\"drafter_share\":%.3f}\n",
+              "\"accepted\":%.0f,\"per_position\":[%s],\"drafter_share\":%.3f,%s}\n",
               t.name.c_str(), d.name.c_str(), batch, rounds, static_cast<long long>(y.tokens), median(y.tps),
               median(y.ratio), median(y.cpu_ratio), tau, y.drafts, y.proposed, y.accepted, per_pos.c_str(),
-              drafter_share);
+              drafter_share, y.split.json().c_str());
           std::fflush(stdout);
           std::cerr << fmt::format(
               "{:6} {:13} batch {:2}: {:8.1f} tok/s  x{:.2f}  per CPU-s x{:.2f} (medians of {})  tau {:.2f}  "
               "accepted {:.0f}/{:.0f}  tokens {}  drafter {:.0f}% of step time\n",
               t.name, d.name, batch, median(y.tps), median(y.ratio), median(y.cpu_ratio), rounds, tau, y.accepted,
               y.proposed, y.tokens, 100 * drafter_share);
+          std::cerr << fmt::format("{:6} {:13} batch {:2}:   {}\n", t.name, d.name, batch, y.split.table());
         }
     }
   } catch (const std::exception& e) {

@@ -11,6 +11,7 @@
 #include "cuda_weights.hpp"
 #include "exl3_weights.hpp"
 #include "tandem/error.hpp"
+#include "tandem/logger.hpp"
 #include "tandem/weight_format.hpp"
 #include "tandem_quant/ggml_blocks.hpp"
 
@@ -32,10 +33,14 @@ cuda_backend::cuda_backend(const cuda_options& opt) : opt_(opt) {
   check(cublasSetWorkspace(cublas_, cublas_ws_->data(), cublas_workspace_bytes), "init");
   check(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "init");
   if (const char* p = std::getenv("TANDEM_CUDA_PROFILE"); p != nullptr && std::string(p) == "1") prof_.enable(true);
+  if (const char* p = std::getenv("TANDEM_CUDA_GRAPH_STATS"); p != nullptr && std::string(p) == "1")
+    log_graph_stats_ = true;
 }
 
 cuda_backend::~cuda_backend() {
-  drop_graphs();
+  if (log_graph_stats_) (log_ ? *log_ : default_logger()).info(graph_stats_.describe(graphs_.size()));
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
   if (cublas_) cublasDestroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -153,26 +158,31 @@ void* cuda_backend::grow(scratch& s, size_t bytes, const char* op) {
     // The eager run before a capture sized every scratch; growing now would be a bug.
     if (s.grow(bytes)) throw error(std::string("backend.cuda: ") + op + " needs more scratch while recording");
   } else if (s.grow(bytes)) {
-    drop_graphs();
+    drop_graphs(graph_drop::scratch);
   }
   return s.data();
 }
 
-void cuda_backend::drop_graphs() {
+void cuda_backend::drop_graphs(graph_drop why) {
+  graph_stats_.drop(why, graphs_.size());
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   graphs_.clear();
 }
 
 void cuda_backend::run_recorded(uint64_t key, const std::function<void()>& body) {
-  if (!opt_.graphs || capturing_ || prof_.enabled()) return body();
+  if (!opt_.graphs || capturing_ || prof_.enabled()) {
+    ++graph_stats_.eager;
+    return body();
+  }
   if (auto it = graphs_.find(key); it != graphs_.end()) {
     check(cudaGraphLaunch(it->second, stream_), "graph replay");
+    ++graph_stats_.replays;
     return;
   }
   // First sight of this key: run it for real (its results are this step's, and it sizes
   // every scratch buffer), then record the same ops for later steps.
   body();
-  if (graphs_.size() >= max_graphs) drop_graphs();
+  if (graphs_.size() >= max_graphs) drop_graphs(graph_drop::max_graphs);
   check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "graph capture");
   capturing_ = true;
   cudaGraph_t graph = nullptr;
@@ -192,6 +202,7 @@ void cuda_backend::run_recorded(uint64_t key, const std::function<void()>& body)
   cudaGraphDestroy(graph);
   check(e, "graph instantiate");
   graphs_.emplace(key, exec);
+  ++graph_stats_.captures;
 }
 
 }  // namespace tandem::cuda

@@ -14,8 +14,9 @@
 // decode q8 GEMV applies linear_fused()'s prologue (pre-norm, SiLU gate) while it stages
 // x and adds its result to the residual stream itself.
 // Every op is enqueued on one stream; run_recorded() captures a step into a CUDA graph the
-// first time a key is seen and replays it afterwards. CUDA failures throw device_error
-// naming the op.
+// first time a key is seen and replays it afterwards (graph_stats.hpp counts captures,
+// replays and drops; TANDEM_CUDA_GRAPH_STATS=1 logs them at the end). CUDA failures throw
+// device_error naming the op.
 //
 //   tandem::cuda::cuda_backend be({.device = 0});
 //   auto w = be.load_linear(*wf->find("blk.0.ffn_up.weight"));
@@ -31,8 +32,10 @@
 #include <unordered_map>
 
 #include "device_memory.hpp"
+#include "graph_stats.hpp"
 #include "op_profiler.hpp"
 #include "tandem/backend.hpp"
+#include "tandem/logger.hpp"
 #include "tandem_cuda/kernels.hpp"
 #include "tandem/backend.hpp"
 
@@ -153,6 +156,9 @@ class cuda_backend final : public backend {
   cudaStream_t stream() const { return stream_; }
   void* native_stream() const override { return stream_; }
   size_t recorded_graphs() const { return graphs_.size(); }
+  // Where the graph counts go when TANDEM_CUDA_GRAPH_STATS=1 (the host's logger; null: the
+  // process-wide one).
+  void log_to(logger* log) { log_ = log; }
   op_profiler& profiler() { return prof_; }
 
   // The kernel a linear of n rows of lw takes (cuda_ops.cpp: by the matrix's shape and n,
@@ -163,7 +169,7 @@ class cuda_backend final : public backend {
  private:
   bool uses_gemm() const;  // linears get the f16 copy the tensor-core GEMM reads
   void* grow(scratch& s, size_t bytes, const char* op);  // drops graphs when it reallocates
-  void drop_graphs();
+  void drop_graphs(graph_drop why);
 
   cuda_options opt_;
   cudaDeviceProp prop_{};
@@ -197,6 +203,9 @@ class cuda_backend final : public backend {
   op_profiler prof_;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
   bool capturing_ = false;
+  graph_stats graph_stats_;
+  bool log_graph_stats_ = false;  // TANDEM_CUDA_GRAPH_STATS=1
+  logger* log_ = nullptr;
 };
 
 }  // namespace tandem::cuda

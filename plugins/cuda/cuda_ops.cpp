@@ -145,7 +145,7 @@ void cuda_backend::attach_rope_table(dev_rope& r, int head_dim, int positions) {
     std::vector<float2> host(static_cast<size_t>(positions) * half);
     for (int p = 0; p < positions; ++p)
       for (int i = 0; i < half; ++i) ref::rope_angle(r.theta, rot, p, i, &host[p * half + i].x, &host[p * half + i].y);
-    if (rope_table_.grow(host.size() * sizeof(float2))) drop_graphs();
+    if (rope_table_.grow(host.size() * sizeof(float2))) drop_graphs(graph_drop::rope_table);
     copy_to_device(rope_table_.data(), host.data(), host.size() * sizeof(float2));
     synchronize();
     rope_theta_ = r.theta, rope_rot_ = rot, rope_positions_ = positions;
@@ -345,7 +345,7 @@ void cuda_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_sto
       // Zeroed once; every launch leaves them zeroed again.
       if (capturing_) bad("attention", "needs more scratch while recording");
       check(cudaMemsetAsync(attn_tickets_.data(), 0, plan.ticket_bytes, stream_), "attention");
-      drop_graphs();
+      drop_graphs(graph_drop::tickets);
     }
     attention_decode(f32(q, "attention", "q"), f32(k, "attention", "k"), f32(v, "attention", "v"), n_heads, pool, b,
                      dr, scale, f32(out, "attention", "out"), plan, part, static_cast<int*>(attn_tickets_.data()),

@@ -69,6 +69,7 @@ plugin_object* create(const plugin_context& ctx) {
     if (ctx.cfg->has("linear_by_shape")) opt.linear_by_shape = ctx.cfg->get_bool("linear_by_shape");
   }
   auto* be = new cuda_backend(opt);
+  be->log_to(ctx.log);
   if (ctx.log != nullptr) ctx.log->info(be->describe());
   return be;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "engine_impl.hpp"
 #include "prompt_logprobs.hpp"
@@ -37,6 +38,13 @@ engine::impl::impl(parts parts_)
       cache(pool, cache_options(p.cache)),
       drafting(p.drafter && p.drafter->limits().adaptive) {
   if (p.drafter) draft_taps = p.drafter->target_layers();
+  if (const char* path = std::getenv("TANDEM_SPEC_TRACE"); path && *path) {
+    try {
+      trace.open(path);
+    } catch (const error& e) {
+      throw error(std::string("TANDEM_SPEC_TRACE: ") + e.what());
+    }
+  }
   const prefix_cache_settings& c = p.cache;
   if (!(c.retention_share >= 0 && c.retention_share <= 1) || !(c.pin_share >= 0 && c.pin_share <= 1))
     throw config_error("engine.retention_share", "shares of the KV pool must lie in [0, 1]");
@@ -235,6 +243,10 @@ engine_stats engine::stats() const {
   s.pages_evicted = impl_->pool.evicted_pages();
   return s;
 }
+
+void engine::set_trace(const std::string& path) { impl_->trace.open(path); }
+
+void engine::forget_draft_acceptance() { impl_->drafting.forget_acceptance(); }
 
 void engine::check_invariants() const {
   const impl& m = *impl_;

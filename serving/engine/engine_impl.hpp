@@ -13,6 +13,7 @@
 
 #include "prefix_cache.hpp"
 #include "spec_control.hpp"
+#include "step_trace.hpp"
 #include "tandem/engine.hpp"
 #include "tandem/grammar.hpp"
 #include "tandem/kv_pool.hpp"
@@ -63,6 +64,7 @@ struct engine::impl {
   engine_stats spec_logged;      // the speculation counters it wrote then
   draft_controller drafting;     // draft lengths from acceptance and measured step times
   std::vector<int> draft_taps;   // target layers the drafter reads (drafter::target_layers)
+  step_trace trace;              // one JSON line per step, when open (step_trace.hpp)
 
   explicit impl(parts parts_);
 
@@ -88,6 +90,8 @@ struct engine::impl {
   // engine_run.cpp
   // draft_budget: most draft tokens the step may add (the scheduler's budget left; -1 = no limit).
   void run(std::vector<sequence*>& scheduled, const std::vector<int64_t>& counts, int64_t draft_budget);
+  // Adds a finished step to the stats, the cost model (decode and draft steps only) and the trace.
+  void account(const step_record& r);
   void retire(sequence& s);
   bool is_stop(const sequence& s, int32_t tok) const;
 

@@ -5,6 +5,7 @@
 #include "engine_impl.hpp"
 #include "tandem/model.hpp"
 #include "logit_processing.hpp"
+#include "step_trace.hpp"
 #include "tandem/step_plan.hpp"
 #include "tandem/transport.hpp"
 
@@ -33,11 +34,29 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
   const double started = now();
   step_plan plan;
   plan.step = ++step_no;
+  step_record rec;  // step_trace.hpp
+  rec.step = plan.step;
+  rec.seqs = static_cast<int64_t>(scheduled.size());
+  // A decode step: every sequence computes only its last sampled token (and any draft behind
+  // it); a prompt chunk or a recomputation makes it another kind of step (step_kind).
+  bool decoding = true;
+  for (size_t i = 0; i < scheduled.size(); ++i) {
+    const sequence& s = *scheduled[i];
+    decoding = decoding && counts[i] == 1 && s.generated > 0 && s.computed + 1 == static_cast<int64_t>(s.tokens.size());
+  }
   // A step that brings every row's logits to the host for prompt logprobs drafts nothing
   // (its rows are one per sampled sequence).
   const bool prompt_rows = computes_prompt_rows(scheduled);  // prompt_logprobs.cpp
   const std::vector<std::vector<int32_t>> drafts =
       prompt_rows ? std::vector<std::vector<int32_t>>(scheduled.size()) : propose_drafts(scheduled, counts, draft_budget);
+  double mark = now();
+  rec.propose_s = mark - started;
+  // Seconds since the last phase ended (and starts the next one).
+  const auto lap = [&] {
+    const double t = now(), d = t - mark;
+    mark = t;
+    return d;
+  };
   std::vector<sampling_params> params;  // one per logits row, in row order
   std::vector<sequence*> samplers;
   std::vector<size_t> sampler_slot;  // each sampler's index in `scheduled`
@@ -70,14 +89,20 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
     std::vector<uint8_t> bytes = encode(plan);
     p.comm->broadcast(bytes, 0);
   }
+  lap();  // building the plan is the rest's
   p.model->forward(plan, forward_options{.all_logits = prompt_rows, .hidden_layers = draft_taps});
+  rec.forward_s = lap();
   std::vector<verdict> verdicts;
   if (prompt_rows) {
     std::vector<token_event> events(samplers.size());
     const std::vector<int32_t> ids = sample_all_rows(scheduled, counts, params, events);
+    rec.sample_s = lap();
     for (size_t j = 0; j < samplers.size(); ++j) verdicts.push_back({{ids[j]}, {std::move(events[j])}, 0, 0});
   } else {
-    verdicts = verify(samplers, sampler_drafts, params, p.model->sample(params));
+    const std::vector<int32_t> ids = p.model->sample(params);
+    rec.sample_s = lap();
+    verdicts = verify(samplers, sampler_drafts, params, ids);
+    rec.verify_s = lap();
   }
 
   // Each sequence's first position this step and the rows it keeps: all of a prompt chunk,
@@ -116,13 +141,33 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
     note_verdict(s, v);
     if (why != finish_reason::none) retire(s);
   }
-  if (!draft_taps.empty()) observe_committed(plan, scheduled, start, committed);
-  // The adaptive draft length weighs drafts against measured step times (spec_control.hpp);
-  // a step that brought every row's logits to the host is not a decode step's cost.
-  const double took = now() - started;
-  if (!prompt_rows) drafting.record_step(plan.n_tokens(), took);
-  st.step_seconds += took;
+  if (!draft_taps.empty()) {
+    lap();
+    observe_committed(plan, scheduled, start, committed);
+    rec.observe_s = lap();
+  }
+  rec.took_s = now() - started;
+  rec.rows = plan.n_tokens();
+  for (const std::vector<int32_t>& d : drafts) rec.drafted += static_cast<int64_t>(d.size());
+  for (const verdict& v : verdicts) rec.accepted += v.accepted;
+  rec.kind = !decoding ? step_kind::other : rec.drafted > 0 ? step_kind::draft : step_kind::decode;
+  account(rec);
   log_speculation();
+}
+
+void engine::impl::account(const step_record& r) {
+  add_step(st, r);
+  // What the cost model believed when the step was planned, for the trace.
+  step_record traced = r;
+  traced.cost_s = drafting.cost().seconds(r.rows);
+  traced.cost_base_s = drafting.cost().seconds(r.rows - r.drafted);
+  traced.cost_largest = drafting.cost().largest();
+  // The adaptive draft length weighs drafts against measured step times (spec_control.hpp),
+  // and those are decode steps' with and without drafts: a prompt chunk's rows cost what a
+  // prefill does (a 40-row prefill at 3 ms would make 8 verify rows look cheap between it and
+  // a one-row decode step).
+  if (r.kind != step_kind::other) drafting.record_step(r.rows, r.took_s);
+  trace.write(traced);
 }
 
 }  // namespace tandem

@@ -118,6 +118,11 @@ void draft_controller::shortened(draft_state& s, int asked, int n) {
   if (n <= 0) planned(s, 0);  // what an empty draft tells (a probe's)
 }
 
+void draft_controller::forget_acceptance() {
+  global_accepted_ = global_examined_ = 0;
+  probe_every_ = min_probe_every;
+}
+
 void draft_controller::observe(draft_state& s, int proposed, int accepted) {
   if (proposed <= 0) return;
   // Tokens examined: every accepted one and the first rejected one (the rest never got a say).

@@ -5,12 +5,14 @@
 // more rows are nearly free, on two CPU cores each costs about a third of a step; a count
 // is predictable, prose is not. So neither is assumed, both are measured:
 //
-//   step_cost_model  the wall time of an engine step by the rows it computed (per row
-//                    count the least of its last few timings, trusted from the second: a
+//   step_cost_model  the wall time of a decode step (every sequence computing its one new
+//                    token, with or without a draft; a step with a prompt chunk costs what
+//                    a prefill does and is never recorded) by the rows it computed: per row
+//                    count the least of its last few timings, trusted from the second (a
 //                    GPU's first step of a size also records its CUDA graph, and a shared
-//                    machine's noise only ever adds; sizes not trusted yet are interpolated
+//                    machine's noise only ever adds); sizes not trusted yet are interpolated
 //                    between neighbours, or taken as free above the largest trusted one so
-//                    that larger drafts get tried);
+//                    that larger drafts get tried;
 //   draft_controller per sequence, a decayed count of its draft tokens accepted / examined
 //                    (a new sequence starts from the engine-wide rate); each step it picks
 //                    the k in [0, room] that maximises the step's expected tokens per second
@@ -33,7 +35,7 @@
 //   (batched drafter: c.planned(s.draft, k) at once, then c.shortened(s.draft, k, n) if n < k)
 //   ... forward, verify ...
 //   c.observe(s.draft, proposed, accepted);
-//   c.record_step(rows, seconds);
+//   c.record_step(rows, seconds);             // decode steps only
 #include <cstdint>
 #include <map>
 
@@ -83,6 +85,9 @@ class draft_controller {
   void shortened(draft_state& s, int asked, int n);
   void observe(draft_state& s, int proposed, int accepted);
   void record_step(int64_t rows, double seconds) { cost_.record(rows, seconds); }
+  // Back to a new engine's engine-wide acceptance (1/2) and probe interval, the step times
+  // kept: after a benchmark's warm-up, which should teach the machine, not the text.
+  void forget_acceptance();
 
   // The per-token acceptance the controller assumes for s now.
   double acceptance(const draft_state& s) const;

@@ -250,3 +250,26 @@ BOOST_AUTO_TEST_CASE(a_draft_planned_ahead_and_shortened_counts_as_its_real_leng
       BOOST_TEST(ahead.choose(b1, 7) == b);
     }
 }
+
+BOOST_AUTO_TEST_CASE(forgetting_acceptance_keeps_the_step_times) {
+  // After a warm-up of rejected drafts the probes are spaced out and the engine-wide rate is
+  // low; forgetting brings both back to a new controller's, and the timed sizes stay.
+  draft_controller c(true);
+  draft_state warm;
+  for (int i = 0; i < 600; ++i) {
+    c.begin_step(1, 1);
+    const int n = c.choose(warm, 4);
+    c.planned(warm, n);
+    c.observe(warm, n, 0);
+    c.record_step(1 + n, cpu(1 + n));
+  }
+  BOOST_TEST(c.probe_every() == draft_controller::max_probe_every);
+  BOOST_TEST(c.acceptance(draft_state{}) < 0.2);
+  const int64_t largest = c.cost().largest();
+  const double one_row = c.cost().seconds(1);
+  c.forget_acceptance();
+  BOOST_TEST(c.probe_every() == draft_controller::min_probe_every);
+  BOOST_TEST(c.acceptance(draft_state{}) == 0.5, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(c.cost().largest() == largest);
+  BOOST_TEST(c.cost().seconds(1) == one_row);
+}

@@ -91,6 +91,19 @@ struct engine_stats {
   // Wall seconds: every engine step, and of them the drafter's propose() and observe() calls
   // (what drafting costs beside the verify rows).
   double step_seconds = 0, spec_propose_seconds = 0, spec_observe_seconds = 0;
+  // step_seconds by phase (step_trace.hpp's step_record): the whole of drafting (the adaptive
+  // controller and the drafter's propose calls), model->forward (on a GPU: enqueueing the
+  // step), sampling (on a GPU: waiting for the step), verification on the host (with any
+  // logits copied back for host-side sampling), handing committed rows to the drafter, and
+  // the rest (plan building, publishing pages, emitting events). They sum to step_seconds.
+  double step_propose_seconds = 0, step_forward_seconds = 0, step_sample_seconds = 0, step_verify_seconds = 0,
+         step_observe_seconds = 0, step_rest_seconds = 0;
+  // Steps (and their wall seconds) by kind: decode, every scheduled sequence computes its one
+  // new token and none drafts; draft, the same with at least one draft token; other, any
+  // prompt chunk or recomputation in the step. decode + draft + other = steps, less any step
+  // that failed (its requests then fail with an error).
+  uint64_t decode_steps = 0, draft_steps = 0, other_steps = 0;
+  double decode_step_seconds = 0, draft_step_seconds = 0, other_step_seconds = 0;
   size_t running = 0, waiting = 0;
   int64_t kv_pages_used = 0, kv_pages_cached = 0, kv_pages_total = 0;
 };
@@ -143,6 +156,14 @@ class engine {
   // Blocks until a request or cancel arrives, or `timeout` passes (for an idle engine thread).
   void wait_for_work(std::chrono::milliseconds timeout);
   engine_stats stats() const;
+  // Appends one JSON line per step to `path` from now on (serving/engine/step_trace.hpp);
+  // "" stops. The TANDEM_SPEC_TRACE environment variable opens one when the engine starts.
+  // Engine thread, between steps. Throws tandem::error when the file cannot be opened.
+  void set_trace(const std::string& path);
+  // The adaptive draft length forgets the acceptance it has seen (engine-wide rate, probe
+  // interval) and keeps its step timings: a benchmark's warm-up requests time the steps
+  // without their text deciding how the timed requests start drafting. Engine thread.
+  void forget_draft_acceptance();
   // Throws tandem::error when the KV pool's bookkeeping is inconsistent (tests; engine thread).
   void check_invariants() const;
 
