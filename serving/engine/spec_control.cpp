@@ -60,31 +60,45 @@ double draft_controller::acceptance(const draft_state& s) const {
   return (s.accepted + prior_tokens * global) / (s.examined + prior_tokens);
 }
 
-void draft_controller::begin_step(int64_t rows, int64_t samplers) {
+void draft_controller::begin_step(int64_t rows, int64_t samplers, int eligible) {
   rows_ = rows;
   tokens_ = static_cast<double>(samplers);
   base_timed_ = cost_.measured(rows);
   explored_ = false;
+  left_ = std::max(eligible, 1);
+  together_ = false;
 }
 
 int draft_controller::choose(draft_state& s, int room) {
+  // This sequence and those after it in the step (counted down whatever is decided).
+  const int with_rest = std::max(left_, 1);
+  if (left_ > 0) --left_;
   if (room <= 0) return 0;
   if (!adaptive_) return room;
   // A step size never timed is timed first, without drafts, so that drafting is weighed
   // against what it would cost to not draft.
   if (!base_timed_ || tokens_ <= 0) return 0;
   const double a = acceptance(s);
+  const double a_rest = (global_accepted_ + 1) / (global_examined_ + 2);
   // Step sizes above the largest timed one are taken to cost as much as it (so that they get
-  // tried); one sequence per step may go there.
+  // tried); one sequence per step may go there, or every one when they go there together.
   const int64_t known = cost_.largest();
-  const int limit = explored_ ? static_cast<int>(std::clamp<int64_t>(known - rows_, 0, room)) : room;
+  const int limit =
+      explored_ && !together_ ? static_cast<int>(std::clamp<int64_t>(known - rows_, 0, room)) : room;
   int best = 0;
+  bool best_together = false;
   double best_rate = tokens_ / cost_.seconds(rows_);
   for (int k = 1; k <= limit; ++k) {
-    const double rate = (tokens_ + expected_accepted(a, k)) / cost_.seconds(rows_ + k);
-    if (rate > best_rate) best = k, best_rate = rate;
+    const double alone = (tokens_ + expected_accepted(a, k)) / cost_.seconds(rows_ + k);
+    if (alone > best_rate) best = k, best_rate = alone, best_together = false;
+    if (with_rest > 1) {
+      const double all = (tokens_ + expected_accepted(a, k) + (with_rest - 1) * expected_accepted(a_rest, k)) /
+                         cost_.seconds(rows_ + int64_t{with_rest} * k);
+      if (all > best_rate) best = k, best_rate = all, best_together = true;
+    }
   }
   if (best > 0) {
+    if (best_together) together_ = true;
     if (rows_ + best > known) explored_ = true;
     s.idle = 0;
     probe_every_ = min_probe_every;

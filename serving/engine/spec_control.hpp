@@ -21,7 +21,11 @@
 //                    stopped sequence re-probes with one draft token now and then (every
 //                    16 eligible steps, doubling up to 256 while probes do not turn drafting
 //                    back on; the interval is engine-wide), since text changes (a list
-//                    starts inside prose). Sizes above
+//                    starts inside prose). In a batch each k is also weighed as every
+//                    sequence still to be asked drafting k (at the engine-wide acceptance):
+//                    a drafter's fixed cost per step (drafter.dflash2 drafts a batch in one
+//                    pass) and a verify step that costs nearly the same at 15 rows as at 64
+//                    can make one draft a loss and eight a gain. Sizes above
 //                    the largest timed one are explored by one sequence per step only, so a
 //                    batch does not pay for eight guesses at once.
 //
@@ -29,7 +33,7 @@
 // only after the one before it): E(k) = a + a^2 + ... + a^k accepted, plus the target's own.
 //
 //   draft_controller c(true);
-//   c.begin_step(rows, samplers);             // the step's rows and sampled sequences so far
+//   c.begin_step(rows, samplers, eligible);   // the step's rows, sampled sequences, those that may draft
 //   int k = c.choose(s.draft, room);          // ask the drafter for at most k tokens
 //   c.planned(s.draft, draft.size());         // it returned that many: the step grows
 //   (batched drafter: c.planned(s.draft, k) at once, then c.shortened(s.draft, k, n) if n < k)
@@ -75,7 +79,8 @@ class draft_controller {
   explicit draft_controller(bool adaptive) : adaptive_(adaptive) {}
   bool adaptive() const { return adaptive_; }
 
-  void begin_step(int64_t rows, int64_t samplers);
+  // `eligible`: how many sequences of the step may draft (choose() is asked once for each).
+  void begin_step(int64_t rows, int64_t samplers, int eligible = 1);
   // The most draft tokens to ask for this step (0: none), at most `room`.
   int choose(draft_state& s, int room);
   // The drafter returned `n` tokens for the sequence `choose` was asked about.
@@ -109,6 +114,8 @@ class draft_controller {
   double tokens_ = 0;                                 // expected tokens of it
   bool base_timed_ = false;                           // its size without drafts was timed
   bool explored_ = false;                             // a draft of it already goes past largest()
+  int left_ = 0;                                      // eligible sequences not yet asked about
+  bool together_ = false;                             // a draft was chosen as all of them drafting
   int probe_every_ = min_probe_every;
 };
 

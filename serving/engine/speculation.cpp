@@ -44,12 +44,21 @@ std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector
   if (lim.max_draft <= 0) return drafts;
   if (lim.disable_above_batch > 0 && static_cast<int64_t>(scheduled.size()) > lim.disable_above_batch) return drafts;
   const int64_t vocab = p.model->info().vocab;
+  // Only a decoding sequence drafts: one uncomputed token (its last sampled one) and this
+  // step computes it. A sequence still prefilling (or recomputing after preemption) does not.
+  const auto may_draft = [&](size_t i) {
+    const sequence& s = *scheduled[i];
+    return s.req.sampling.speculative && s.generated > 0 && counts[i] == 1 &&
+           s.computed + 1 == static_cast<int64_t>(s.tokens.size());
+  };
   int64_t rows = 0, samplers = 0;
+  int eligible = 0;
   for (size_t i = 0; i < scheduled.size(); ++i) {
     rows += counts[i];
     if (scheduled[i]->computed + counts[i] == static_cast<int64_t>(scheduled[i]->tokens.size())) ++samplers;
+    eligible += may_draft(i) ? 1 : 0;
   }
-  drafting.begin_step(rows, samplers);  // spec_control.hpp
+  drafting.begin_step(rows, samplers, eligible);  // spec_control.hpp
   // Drafts count against the step's token budget: what the scheduler's items left.
   int64_t budget_left = draft_budget < 0 ? std::numeric_limits<int64_t>::max() : draft_budget;
   // A batched drafter (draft_limits::batched) gets the step's drafting sequences together in
@@ -89,9 +98,7 @@ std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector
   for (size_t i = 0; i < scheduled.size(); ++i) {
     sequence& s = *scheduled[i];
     const auto len = static_cast<int64_t>(s.tokens.size());
-    // Only a decoding sequence drafts: one uncomputed token (its last sampled one) and this
-    // step computes it. A sequence still prefilling (or recomputing after preemption) does not.
-    if (!s.req.sampling.speculative || s.generated == 0 || counts[i] != 1 || s.computed + 1 != len) continue;
+    if (!may_draft(i)) continue;
     // Every emitted token counts against max_new_tokens and the context: the accepted draft
     // plus the target's own token must fit both. The draft's KV slots come from the pages the
     // sequence holds and free pages only: a draft never evicts a cached prefix (the cache
