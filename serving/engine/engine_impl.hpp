@@ -63,6 +63,7 @@ struct engine::impl {
   double spec_logged_s = 0;      // when log_speculation last wrote its line
   engine_stats spec_logged;      // the speculation counters it wrote then
   draft_controller drafting;     // draft lengths from acceptance and measured step times
+  int64_t step_eligible = 0, step_asked = 0;  // this step: sequences that may draft, draft tokens asked for
   std::vector<int> draft_taps;   // target layers the drafter reads (drafter::target_layers)
   step_trace trace;              // one JSON line per step, when open (step_trace.hpp)
 

@@ -147,6 +147,8 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
     rec.observe_s = lap();
   }
   rec.took_s = now() - started;
+  rec.eligible = prompt_rows ? 0 : step_eligible;
+  rec.asked = prompt_rows ? 0 : step_asked;
   rec.rows = plan.n_tokens();
   for (const std::vector<int32_t>& d : drafts) rec.drafted += static_cast<int64_t>(d.size());
   for (const verdict& v : verdicts) rec.accepted += v.accepted;

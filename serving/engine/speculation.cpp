@@ -39,6 +39,7 @@ std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector
                                                                int64_t draft_budget) {
   std::vector<std::vector<int32_t>> drafts(scheduled.size());
   drafter* d = p.drafter;
+  step_eligible = step_asked = 0;
   if (!d) return drafts;
   const draft_limits lim = d->limits();
   if (lim.max_draft <= 0) return drafts;
@@ -59,6 +60,7 @@ std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector
     eligible += may_draft(i) ? 1 : 0;
   }
   drafting.begin_step(rows, samplers, eligible);  // spec_control.hpp
+  step_eligible = eligible;
   // Drafts count against the step's token budget: what the scheduler's items left.
   int64_t budget_left = draft_budget < 0 ? std::numeric_limits<int64_t>::max() : draft_budget;
   // A batched drafter (draft_limits::batched) gets the step's drafting sequences together in
@@ -116,6 +118,7 @@ std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector
     if (room_after(waiting_tokens, waiting_pages) != room_after(0, 0)) propose_waiting();
     const int k = drafting.choose(s.draft, static_cast<int>(room_after(0, 0)));
     if (k <= 0) continue;
+    step_asked += k;
     draft_context ctx;
     ctx.tokens = s.tokens;
     ctx.prompt_len = s.prompt_len;

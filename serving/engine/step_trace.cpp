@@ -49,10 +49,10 @@ void step_trace::close() {
 void step_trace::write(const step_record& r) {
   if (!file_) return;
   const std::string line = fmt::format(
-      "{{\"step\":{},\"kind\":\"{}\",\"rows\":{},\"seqs\":{},\"drafted\":{},\"accepted\":{},\"took_s\":{:.7f},"
+      "{{\"step\":{},\"kind\":\"{}\",\"rows\":{},\"seqs\":{},\"eligible\":{},\"asked\":{},\"drafted\":{},\"accepted\":{},\"took_s\":{:.7f},"
       "\"propose_s\":{:.7f},\"forward_s\":{:.7f},\"sample_s\":{:.7f},\"verify_s\":{:.7f},\"observe_s\":{:.7f},"
       "\"cost_s\":{:.7f},\"cost_base_s\":{:.7f},\"cost_largest\":{}}}\n",
-      r.step, name(r.kind), r.rows, r.seqs, r.drafted, r.accepted, r.took_s, r.propose_s, r.forward_s, r.sample_s,
+      r.step, name(r.kind), r.rows, r.seqs, r.eligible, r.asked, r.drafted, r.accepted, r.took_s, r.propose_s, r.forward_s, r.sample_s,
       r.verify_s, r.observe_s, r.cost_s, r.cost_base_s, r.cost_largest);
   // A diagnostic must not fail the requests of a step: a trace that cannot be written (a
   // full disk) is reported once and stops.

@@ -5,7 +5,7 @@
 // run can be read step by step: which steps drafted, what they cost, which phase took the
 // time, and what the adaptive draft length's cost model believed when it planned the step.
 //
-//   {"step":12,"kind":"draft","rows":8,"seqs":1,"drafted":7,"accepted":0,"took_s":0.0031,
+//   {"step":12,"kind":"draft","rows":8,"seqs":1,"eligible":1,"asked":7,"drafted":7,"accepted":0,"took_s":0.0031,
 //    "propose_s":..,"forward_s":..,"sample_s":..,"verify_s":..,"observe_s":..,
 //    "cost_s":0.0009,"cost_base_s":0.0008,"cost_largest":8}
 #include <cstdint>
@@ -30,6 +30,9 @@ struct step_record {
   int64_t rows = 0;      // token rows computed (step_plan::n_tokens(), drafts included)
   int64_t seqs = 0;      // sequences scheduled
   int64_t drafted = 0, accepted = 0;  // draft tokens verified and accepted, over the sequences
+  // Sequences that could draft, and the draft tokens the adaptive length asked the drafter
+  // for (asked > drafted: the drafter returned shorter drafts).
+  int64_t eligible = 0, asked = 0;
   // Wall seconds: the whole step, and its phases: propose_drafts (the controller and the
   // drafter's propose calls), model->forward (on a GPU: enqueueing the step), sampling (on a
   // GPU: waiting for the step to finish), verification on the host (with any logits copied

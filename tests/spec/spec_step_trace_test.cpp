@@ -124,6 +124,10 @@ BOOST_AUTO_TEST_CASE(the_cost_model_is_timed_by_decode_steps_only) {
       BOOST_TEST(num(l, "cost_largest") <= 8);
       const std::string kind = raw(l, "kind");
       if (kind == "\"draft\"") BOOST_TEST(num(l, "drafted") > 0);
+      // The controller asks for at least what the drafter returns, only of sequences that may draft.
+      BOOST_TEST(num(l, "asked") >= num(l, "drafted"));
+      BOOST_TEST(num(l, "eligible") <= num(l, "seqs"));
+      if (num(l, "asked") > 0) BOOST_TEST(num(l, "eligible") > 0);
       if (kind == "\"decode\"") BOOST_TEST(num(l, "drafted") == 0);
       if (kind == "\"decode\"" || kind == "\"draft\"") BOOST_TEST(num(l, "rows") == num(l, "seqs") + num(l, "drafted"));
       mixed += kind == "\"other\"" && num(l, "seqs") == 2;
