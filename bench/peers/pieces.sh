@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Here: the default model (98 MB) in three git-ignored pieces sized for the three back-to-back
-# device calls of bench/peers (each call carries at most 64 MiB with the 8 MB checkout):
-#   call 1 (builds)      .gpu-deps (23 MB) + .gpu-peers (8 MB) + .gpu-model1 (20 MB)
-#   call 2 (gpu tests)   .gpu-model2 (56 MB)
-#   call 3 (the peers)   .gpu-model3 (the rest, 22 MB)
-# Those sizes fit an 8 MB checkout; with the DFlash2 weights (24 MB) tracked it is ~34 MB, so
-# PIECES="8 32 32" makes four pieces for four calls (the model is complete at the fourth).
+# Here: the default model (98 MB) in git-ignored pieces sized for back-to-back device calls
+# (each call carries at most 64 MiB with the checkout, ~34 MB since the DFlash2 weights are
+# tracked). The lease of session 14 took five calls with PIECES="20 25 25":
+#   call 1 (builds)      .gpu-deps (24 MB)
+#   call 2 (gpu tests)   .gpu-peers (8 MB) + .gpu-model1 (20 MB)
+#   calls 3, 4           .gpu-model2, .gpu-model3 (25 MB each)
+#   call 5 (model tests) .gpu-model4 (the rest, 28 MB); the bench calls after it carry nothing
 # scripts/gpu-env.sh joins .gpu-model*/model.part* there, in name order, and checks the sha256.
 #
 #   bash bench/peers/pieces.sh [MODEL.gguf]
