@@ -16,7 +16,7 @@ src=${1:-${TANDEM_CACHE:-$HOME/.cache/tandem}/models/smollm2-135m-instruct/SmolL
 rm -rf .gpu-model[0-9]*
 # PIECES: the first pieces' sizes in MB (the last piece is the rest). The checkout itself
 # counts towards each call's 64 MiB: with a larger checkout, smaller pieces (and more calls).
-read -r -a sizes <<< "${PIECES:-20 56}"
+read -r -a sizes <<< "${PIECES:-20 25 25}"
 skip=0 i=0
 for mb in "${sizes[@]}" rest; do
   i=$((i + 1))
