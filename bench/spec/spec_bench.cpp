@@ -134,15 +134,14 @@ void warm_up(runtime& rt, int n, const std::vector<int>& batches) {
 // Engine step counters of one run or a sum of runs: steps and wall seconds by kind, and the
 // seconds of each phase (engine_stats).
 struct step_split {
-  double steps = 0, draft = 0, draft_s = 0, decode = 0, decode_s = 0, other = 0, other_s = 0;
-  double propose_s = 0, forward_s = 0, sample_s = 0, verify_s = 0, observe_s = 0, rest_s = 0;
+  double draft = 0, draft_s = 0, decode = 0, decode_s = 0, other = 0, other_s = 0;
+  double propose_s = 0, forward_s = 0, sample_s = 0, verify_s = 0, observe_s = 0;
 
   void add(const engine_stats& before, const engine_stats& now) {
     const auto d = [](uint64_t a, uint64_t b) { return static_cast<double>(a - b); };
     draft += d(now.draft_steps, before.draft_steps);
     decode += d(now.decode_steps, before.decode_steps);
     other += d(now.other_steps, before.other_steps);
-    steps = draft + decode + other;
     draft_s += now.draft_step_seconds - before.draft_step_seconds;
     decode_s += now.decode_step_seconds - before.decode_step_seconds;
     other_s += now.other_step_seconds - before.other_step_seconds;
@@ -151,13 +150,16 @@ struct step_split {
     sample_s += now.step_sample_seconds - before.step_sample_seconds;
     verify_s += now.step_verify_seconds - before.step_verify_seconds;
     observe_s += now.step_observe_seconds - before.step_observe_seconds;
-    rest_s += now.step_rest_seconds - before.step_rest_seconds;
   }
+  double steps() const { return draft + decode + other; }
+  // Plan building, publishing pages, emitting events: the steps' time less the phases.
+  double rest_s() const { return draft_s + decode_s + other_s - propose_s - forward_s - sample_s - verify_s - observe_s; }
   static double ms(double seconds, double n) { return n > 0 ? 1e3 * seconds / n : 0; }
   // Mean ms per step of each phase, over all the steps.
   std::vector<std::pair<const char*, double>> phases() const {
-    return {{"propose", ms(propose_s, steps)}, {"forward", ms(forward_s, steps)}, {"sample", ms(sample_s, steps)},
-            {"verify", ms(verify_s, steps)},   {"observe", ms(observe_s, steps)}, {"rest", ms(rest_s, steps)}};
+    const double n = steps();
+    return {{"propose", ms(propose_s, n)}, {"forward", ms(forward_s, n)}, {"sample", ms(sample_s, n)},
+            {"verify", ms(verify_s, n)},   {"observe", ms(observe_s, n)}, {"rest", ms(rest_s(), n)}};
   }
   std::string table() const {
     std::string p;

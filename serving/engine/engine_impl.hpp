@@ -95,6 +95,11 @@ struct engine::impl {
   void account(const step_record& r);
   void retire(sequence& s);
   bool is_stop(const sequence& s, int32_t tok) const;
+  // s computes `count` tokens this step and they are only its last sampled one (no prompt
+  // chunk, no recomputation after preemption): a decode step's sequence, the one kind that drafts.
+  static bool decodes(const sequence& s, int64_t count) {
+    return count == 1 && s.generated > 0 && s.computed + 1 == static_cast<int64_t>(s.tokens.size());
+  }
 
   // speculation.cpp
   // What verification left of one sampled sequence's logits rows: the tokens to emit (the

@@ -40,10 +40,7 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
   // A decode step: every sequence computes only its last sampled token (and any draft behind
   // it); a prompt chunk or a recomputation makes it another kind of step (step_kind).
   bool decoding = true;
-  for (size_t i = 0; i < scheduled.size(); ++i) {
-    const sequence& s = *scheduled[i];
-    decoding = decoding && counts[i] == 1 && s.generated > 0 && s.computed + 1 == static_cast<int64_t>(s.tokens.size());
-  }
+  for (size_t i = 0; i < scheduled.size(); ++i) decoding = decoding && decodes(*scheduled[i], counts[i]);
   // A step that brings every row's logits to the host for prompt logprobs drafts nothing
   // (its rows are one per sampled sequence).
   const bool prompt_rows = computes_prompt_rows(scheduled);  // prompt_logprobs.cpp
@@ -159,11 +156,14 @@ void engine::impl::run(std::vector<sequence*>& scheduled, const std::vector<int6
 
 void engine::impl::account(const step_record& r) {
   add_step(st, r);
-  // What the cost model believed when the step was planned, for the trace.
+  // What the cost model believed when the step was planned, for the trace (only when one is
+  // open: three lookups a step that nothing else reads).
   step_record traced = r;
-  traced.cost_s = drafting.cost().seconds(r.rows);
-  traced.cost_base_s = drafting.cost().seconds(r.rows - r.drafted);
-  traced.cost_largest = drafting.cost().largest();
+  if (trace.on()) {
+    traced.cost_s = drafting.cost().seconds(r.rows);
+    traced.cost_base_s = drafting.cost().seconds(r.rows - r.drafted);
+    traced.cost_largest = drafting.cost().largest();
+  }
   // The adaptive draft length weighs drafts against measured step times (spec_control.hpp),
   // and those are decode steps' with and without drafts: a prompt chunk's rows cost what a
   // prefill does (a 40-row prefill at 3 ms would make 8 verify rows look cheap between it and

@@ -47,11 +47,7 @@ std::vector<std::vector<int32_t>> engine::impl::propose_drafts(const std::vector
   const int64_t vocab = p.model->info().vocab;
   // Only a decoding sequence drafts: one uncomputed token (its last sampled one) and this
   // step computes it. A sequence still prefilling (or recomputing after preemption) does not.
-  const auto may_draft = [&](size_t i) {
-    const sequence& s = *scheduled[i];
-    return s.req.sampling.speculative && s.generated > 0 && counts[i] == 1 &&
-           s.computed + 1 == static_cast<int64_t>(s.tokens.size());
-  };
+  const auto may_draft = [&](size_t i) { return scheduled[i]->req.sampling.speculative && decodes(*scheduled[i], counts[i]); };
   int64_t rows = 0, samplers = 0;
   int eligible = 0;
   for (size_t i = 0; i < scheduled.size(); ++i) {

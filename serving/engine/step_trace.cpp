@@ -26,7 +26,6 @@ void add_step(engine_stats& s, const step_record& r) {
   s.step_sample_seconds += r.sample_s;
   s.step_verify_seconds += r.verify_s;
   s.step_observe_seconds += r.observe_s;
-  s.step_rest_seconds += r.rest_s();
   switch (r.kind) {
     case step_kind::decode: ++s.decode_steps, s.decode_step_seconds += r.took_s; break;
     case step_kind::draft:  ++s.draft_steps, s.draft_step_seconds += r.took_s; break;

@@ -44,8 +44,6 @@ struct step_record {
   // timed (sizes above it are taken as costing as much, so that they get tried).
   double cost_s = 0, cost_base_s = 0;
   int64_t cost_largest = 0;
-
-  double rest_s() const { return took_s - propose_s - forward_s - sample_s - verify_s - observe_s; }
 };
 
 // Adds r to the step counters and phase times of s.

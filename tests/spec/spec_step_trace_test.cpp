@@ -150,10 +150,9 @@ BOOST_AUTO_TEST_CASE(the_cost_model_is_timed_by_decode_steps_only) {
   BOOST_TEST(st.decode_steps + st.draft_steps + st.other_steps == st.steps);
   const auto close = boost::test_tools::tolerance(1e-9);
   BOOST_TEST(st.decode_step_seconds + st.draft_step_seconds + st.other_step_seconds == st.step_seconds, close);
+  // The phases are disjoint parts of each step: together at most the steps' time.
   BOOST_TEST(st.step_propose_seconds + st.step_forward_seconds + st.step_sample_seconds + st.step_verify_seconds +
-                 st.step_observe_seconds + st.step_rest_seconds == st.step_seconds,
-             close);
-  BOOST_TEST(st.step_rest_seconds >= 0.0);
+                 st.step_observe_seconds <= st.step_seconds + 1e-9);
 }
 
 BOOST_AUTO_TEST_CASE(a_trace_file_that_cannot_be_opened_is_an_error_at_engine_start) {

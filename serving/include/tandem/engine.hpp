@@ -94,10 +94,10 @@ struct engine_stats {
   // step_seconds by phase (step_trace.hpp's step_record): the whole of drafting (the adaptive
   // controller and the drafter's propose calls), model->forward (on a GPU: enqueueing the
   // step), sampling (on a GPU: waiting for the step), verification on the host (with any
-  // logits copied back for host-side sampling), handing committed rows to the drafter, and
-  // the rest (plan building, publishing pages, emitting events). They sum to step_seconds.
+  // logits copied back for host-side sampling) and handing committed rows to the drafter;
+  // step_seconds less them is the rest (plan building, publishing pages, emitting events).
   double step_propose_seconds = 0, step_forward_seconds = 0, step_sample_seconds = 0, step_verify_seconds = 0,
-         step_observe_seconds = 0, step_rest_seconds = 0;
+         step_observe_seconds = 0;
   // Steps (and their wall seconds) by kind: decode, every scheduled sequence computes its one
   // new token and none drafts; draft, the same with at least one draft token; other, any
   // prompt chunk or recomputation in the step. decode + draft + other = steps, less any step
