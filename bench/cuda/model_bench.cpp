@@ -9,8 +9,9 @@
 // leaves them out): backend.cuda's linear_by_shape = false (the kernel by the rows alone:
 // the q8 GEMV to 4 rows, the int8 tensor-core kernel to 16, the f16 GEMM above, as before
 // session 14), mma_max_rows = 0 (no tensor-core kernel) and = 32; and at 1-64 sequences with the
-// SiLU gate fused into the down projection (TANDEM_LLAMA_FUSED_SILU=1;
-// TANDEM_BENCH_SKIP_FUSED_SILU=1 leaves it out). Ceiling of decode: weight bytes per step over copy bandwidth.
+// gate/up product and its SiLU gate as two ops (TANDEM_LLAMA_SWIGLU=0, the path before
+// linear_swiglu; TANDEM_BENCH_SKIP_SWIGLU_AB=1 leaves it out). Ceiling of decode: weight
+// bytes per step over copy bandwidth.
 //
 //   build/bench/cuda/bench_cuda_model
 #include <algorithm>
@@ -199,7 +200,9 @@ int main() {
   // The same model with TANDEM_LLAMA_FUSED_LINEARS=1 (norms and SiLU inside the linears,
   // residual adds in their epilogues): decode at 1-32 sequences.
   std::vector<std::pair<int, decode_result>> fused_curve;
+  // Each curve's start on stderr, unbuffered: a crash says which curve it was in.
   if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_FUSED"); skip == nullptr || std::string(skip) != "1") {
+    std::fprintf(stderr, "curve: fused layer\n");
     setenv("TANDEM_LLAMA_FUSED_LINEARS", "1", 1);
     llama_model fused(be, w, hp, 64 * 8192 / 16 / 4, 16);
     unsetenv("TANDEM_LLAMA_FUSED_LINEARS");
@@ -211,6 +214,7 @@ int main() {
   std::vector<std::pair<std::string, std::vector<std::pair<int, decode_result>>>> dispatch_curves;
   if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_MMA_AB"); skip == nullptr || std::string(skip) != "1") {
     for (int64_t rows : {int64_t{-1}, int64_t{0}, int64_t{32}}) {
+      std::fprintf(stderr, "curve: dispatch %lld\n", static_cast<long long>(rows));
       cuda::cuda_options o;
       if (rows < 0) o.linear_by_shape = false;  // the kernel by the rows alone
       else o.mma_max_rows = rows;
@@ -222,15 +226,16 @@ int main() {
                                  std::move(c)});
     }
   }
-  // The default dispatch with the SiLU gate inside the down projection only
-  // (TANDEM_LLAMA_FUSED_SILU=1: one launch less a layer; norms and adds separate).
-  if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_FUSED_SILU"); skip == nullptr || std::string(skip) != "1") {
-    setenv("TANDEM_LLAMA_FUSED_SILU", "1", 1);
+  // The default dispatch with the gate/up product and the SiLU gate as two launches
+  // (TANDEM_LLAMA_SWIGLU=0), against linear_swiglu's one.
+  if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_SWIGLU_AB"); skip == nullptr || std::string(skip) != "1") {
+    std::fprintf(stderr, "curve: swiglu as two ops\n");
+    setenv("TANDEM_LLAMA_SWIGLU", "0", 1);
     llama_model ms(be, w, hp, 64 * 8192 / 16 / 4, 16);
-    unsetenv("TANDEM_LLAMA_FUSED_SILU");
+    unsetenv("TANDEM_LLAMA_SWIGLU");
     std::vector<std::pair<int, decode_result>> c;
     for (int batch : {1, 2, 4, 8, 16, 32, 64}) c.push_back({batch, decode(ms, be, batch, 128, batch == 1 ? 256 : 64, false)});
-    dispatch_curves.push_back({"fused_silu", std::move(c)});
+    dispatch_curves.push_back({"swiglu as two ops", std::move(c)});
   }
 
   std::printf("weights %.1f MB / %.0f GB/s = %.1f us per step (the floor at any batch up to where compute binds)\n",

@@ -328,11 +328,8 @@ void glm_model::run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool
   }
   if (L.gate_up) {  // the dense MLP, or the shared experts added to the routed output
     tensor_view gu = act(s_gu_, n, 2 * ffn);
-    be_.linear(*L.gate_up, h, gu);
     tensor_view gate = tensor_view::contiguous(gu.data, gu.type, {n, ffn}, be_.dev());
-    tensor_view up = tensor_view::contiguous(static_cast<char*>(gu.data) + static_cast<size_t>(n * ffn) * el, gu.type,
-                                             {n, ffn}, be_.dev());
-    be_.silu_mul(gate, up, gate);
+    be_.linear_swiglu(*L.gate_up, h, gu, gate);
     be_.linear(*L.down, gate, proj);
     if (L.sparse) be_.add(tmp, proj, proj);
   }

@@ -48,7 +48,8 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
   else load_weights();
   ws_.init(be_, hp_);
   fused_linears_ = env_switch("TANDEM_LLAMA_FUSED_LINEARS");
-  fused_silu_ = env_switch("TANDEM_LLAMA_FUSED_SILU");
+  const char* swiglu = std::getenv("TANDEM_LLAMA_SWIGLU");
+  separate_swiglu_ = swiglu != nullptr && *swiglu != '\0' && !env_switch("TANDEM_LLAMA_SWIGLU");
 }
 
 llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
@@ -253,16 +254,13 @@ void llama_model::run_layers(int n) {
     be_.linear(*L.wo, attn_flat, proj);
     if (tp_.split()) reduce_partial(proj);
     be_.add_rms_norm(x, proj, norm_view(*L.ffn_norm), hp_.rms_eps, h);
-    be_.linear(*L.gate_up, h, ws_.gate_up(n));
-    if (fused_silu_) {
-      linear_prologue gated;
-      gated.k = linear_prologue::kind::silu_mul;
-      gated.up = ws_.up(n);
-      be_.linear_fused(*L.down, ws_.gate(n), gated, proj, false);
-    } else {
+    if (separate_swiglu_) {
+      be_.linear(*L.gate_up, h, ws_.gate_up(n));
       be_.silu_mul(ws_.gate(n), ws_.up(n), ws_.gate(n));
-      be_.linear(*L.down, ws_.gate(n), proj);
+    } else {
+      be_.linear_swiglu(*L.gate_up, h, ws_.gate_up(n), ws_.gate(n));
     }
+    be_.linear(*L.down, ws_.gate(n), proj);
     if (tp_.split()) reduce_partial(proj);
     keep_hidden(l, n);
   }

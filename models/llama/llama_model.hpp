@@ -136,11 +136,12 @@ class llama_model final : public model {
   // measured it slower at batch 1); steps with hidden-state taps or tensor parallelism run
   // the separate ops.
   bool fused_linears_ = false;
-  // TANDEM_LLAMA_FUSED_SILU=1: only the SiLU gate moves into the down projection (its
-  // x staging computes silu(gate) * up; one launch less a layer), norms and adds stay
-  // separate. Off: on the H100 (session 14) it was 3-18% slower at 1-4 rows (the prologue
-  // makes every block stage all 1,536 inputs itself) and equal from 8.
-  bool fused_silu_ = false;
+  // The gate/up product and its SiLU gate go through backend::linear_swiglu (backend.cuda:
+  // one launch where the decode kernels run, the same bits); TANDEM_LLAMA_SWIGLU=0 runs
+  // the linear and silu_mul as two ops, for an A/B in one run. (Putting the SiLU gate into
+  // the down projection's staging instead was 3-18% slower at 1-4 rows on the H100,
+  // session 14: every block then staged all 1,536 inputs itself.)
+  bool separate_swiglu_ = false;
   int32_t pad_page_ = 0;   // the extra KV page padding rows write to
 };
 

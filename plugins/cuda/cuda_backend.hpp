@@ -104,6 +104,7 @@ class cuda_backend final : public backend {
   // add() adds the product to y.
   void linear_fused(const linear_weight& w, tensor_view x, const linear_prologue& pro, tensor_view y,
                     bool accumulate) override;
+  void linear_swiglu(const linear_weight& gate_up, tensor_view x, tensor_view product, tensor_view y) override;
   void rope(tensor_view x, tensor_view positions, const rope_params& p) override;
   void attention(tensor_view q, tensor_view k, tensor_view v, kv_storage& kv, int layer,
                  const attention_batch& batch, float scale, tensor_view out) override;

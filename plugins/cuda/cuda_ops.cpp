@@ -294,6 +294,31 @@ void cuda_backend::linear_fused(const linear_weight& w, tensor_view x, const lin
   add(y2, prod, y2);
 }
 
+// The gate and up products and the SiLU gate in one launch where the kernel path_for picks
+// for the group is the q8 GEMV or the int8 tensor-core kernel (the same bits as linear()
+// then silu_mul(): kernels.hpp); elsewhere (the GEMM, f32 or EXL3 weights) the two ops.
+void cuda_backend::linear_swiglu(const linear_weight& gate_up, tensor_view x, tensor_view product, tensor_view y) {
+  const auto* lw = dynamic_cast<const cuda_linear*>(&gate_up);
+  const int64_t in = gate_up.in_features(), out = gate_up.out_features();
+  const int64_t n = in > 0 ? x.numel() / in : 0;
+  if (lw != nullptr && opt_.q8_activations && swiglu_shaped(lw->matrix()) && gemv_q8_supported(lw->matrix()) &&
+      x.numel() == n * in && y.numel() == n * (out / 2) && y.is_contiguous() && n > 0) {
+    const dev_matrix& m = lw->matrix();
+    const linear_path path = path_for(*lw, n);
+    if ((path == linear_path::gemv && n <= gemv_limit(m)) || path == linear_path::mma) {
+      op_profiler::scope timed(prof_, "linear (swiglu)", stream_);
+      const float* xp = f32(x, "linear_swiglu", "x");
+      float* yp = f32(y, "linear_swiglu", "y");
+      void* ws = grow(q8_, std::max<size_t>(gemv_q8_scratch_bytes(n, m.in), 16), "linear_swiglu");
+      if (path == linear_path::mma) gemv_q8_mma_swiglu(m, xp, n, yp, ws, stream_);
+      else gemv_q8_swiglu(m, xp, n, yp, ws, stream_);
+      check_launch("linear (swiglu)");
+      return;
+    }
+  }
+  backend::linear_swiglu(gate_up, x, product, y);
+}
+
 void cuda_backend::rope(tensor_view x, tensor_view positions, const rope_params& p) {
   op_profiler::scope timed(prof_, "rope", stream_);
   if (x.ndim != 3) bad("rope", "x must be [n, heads, head_dim]");

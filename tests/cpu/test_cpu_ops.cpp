@@ -188,6 +188,34 @@ BOOST_AUTO_TEST_CASE(linear_fused_equals_separate_ops) {
   BOOST_CHECK_THROW(be.linear_fused(*lw, view(x, {2, 64}), {}, view(y, {1, 64}), true), error);   // shape
 }
 
+BOOST_AUTO_TEST_CASE(linear_swiglu_equals_linear_then_silu_mul) {
+  // backend::linear_swiglu's default (backend.cpu's) is linear() into the caller's product,
+  // then silu_mul(): bit-identical to the two ops, also with y written over product's gate
+  // part (as the llama model calls it).
+  std::mt19937 rng(12);
+  for (auto& be : backends()) {
+    for (auto [ffn, in] : {std::pair<int64_t, int64_t>{48, 64}, {37, 96}}) {
+      std::vector<test::test_weight> parts;
+      for (int i = 0; i < 2; ++i) parts.push_back(test::random_weight(rng, dtype::q4_1, ffn, in));
+      const tensor_info* infos[2] = {&parts[0].info, &parts[1].info};
+      auto lw = be->load_linear_group(infos);
+      for (int64_t n : {1, 5}) {
+        auto x = test::random_floats(rng, n * in, 2.0f);
+        std::vector<float> prod(n * 2 * ffn), want(n * ffn), scratch(n * 2 * ffn), got(n * ffn);
+        be->linear(*lw, view(x, {n, in}), view(prod, {n, 2 * ffn}));
+        std::vector<float> up(prod.begin() + n * ffn, prod.end());
+        be->silu_mul(view(prod, {n, ffn}), view(up, {n, ffn}), view(want, {n, ffn}));
+        be->linear_swiglu(*lw, view(x, {n, in}), view(scratch, {n, 2 * ffn}), view(got, {n, ffn}));
+        BOOST_TEST(std::memcmp(got.data(), want.data(), want.size() * 4) == 0, be->describe() << " ffn " << ffn << " n " << n);
+        be->linear_swiglu(*lw, view(x, {n, in}), view(scratch, {n, 2 * ffn}), view(scratch, {n, ffn}));
+        BOOST_TEST(std::memcmp(scratch.data(), want.data(), want.size() * 4) == 0, "y over the gate part, n " << n);
+      }
+      std::vector<float> x(2 * in), scratch(2 * 2 * ffn), y(2 * ffn);
+      BOOST_CHECK_THROW(be->linear_swiglu(*lw, view(x, {2, in}), view(scratch, {2, 2 * ffn}), view(y, {1, ffn})), error);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(rope_matches_reference) {
   std::mt19937 rng(4);
   for (auto& be : backends()) {

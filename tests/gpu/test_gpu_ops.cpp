@@ -539,6 +539,51 @@ BOOST_AUTO_TEST_CASE(linear_fused_matches_separate_ops_and_reference) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(linear_swiglu_matches_linear_then_silu_mul) {
+  // linear_swiglu (one launch on the q8 GEMV and the int8 tensor-core kernel, the two ops
+  // elsewhere) against linear() then silu_mul() on the same backend: bit-identical on every
+  // path (each output's gate and up rows are summed as the plain kernel sums them). Shapes:
+  // the default model's gate/up (2 x 1536 by 576), an odd half, and a tall group (2 x 9000:
+  // the plain GEMV takes its wide shape at one row and the tensor-core kernel its one-warp
+  // tiles, the SwiGLU kernels their usual ones); rows across the GEMV, the tensor-core kernel
+  // and the GEMM.
+  // mma_max_rows = 32: the tensor-core kernel's four token tiles (17-32 rows) too.
+  static cuda::cuda_backend mma32({.mma_max_rows = 32});
+  for (cuda::cuda_backend* be : {&gpu_q8(), &gpu(), &mma32}) {
+    for (dtype t : {dtype::q4_1, dtype::q8_0}) {
+      for (int64_t half : {int64_t{1536}, int64_t{577}, int64_t{9000}}) {
+        const int64_t in = 576, out = 2 * half;
+        const auto parts = weights({{t, {half, in}}, {t, {half, in}}});
+        const tensor_info* infos[2] = {&parts[0].info, &parts[1].info};
+        const auto lw = be->load_linear_group(infos);
+        const auto* cl = dynamic_cast<const cuda::cuda_linear*>(lw.get());
+        BOOST_REQUIRE(cl != nullptr);
+        for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65}) {
+          const auto x = test::random_floats(rng(), n * in, 2.0f);
+          dvec<float> dx(*be, x), prod(*be, n * out), sep(*be, n * half), scratch(*be, n * out), got(*be, n * half);
+          be->linear(*lw, dx.view({n, in}), prod.view({n, out}));
+          const tensor_view gate = prod.view({n, half});
+          const tensor_view up = tensor_view::contiguous(static_cast<float*>(prod.buf->data()) + n * half, dtype::f32, {n, half}, be->dev());
+          sep.poison();
+          be->silu_mul(gate, up, sep.view({n, half}));
+          got.poison();
+          scratch.poison();
+          be->linear_swiglu(*lw, dx.view({n, in}), scratch.view({n, out}), got.view({n, half}));
+          const std::vector<float> want = sep.host(), g1 = got.host();
+          std::ostringstream what;
+          what << (be == &gpu() ? "f32 " : be == &mma32 ? "q8 mma32 " : "q8 ") << name(t) << " half " << half << " n=" << n << " path "
+               << static_cast<int>(be->path_for(*cl, n));
+          BOOST_TEST(test::max_abs_err(g1, want) == 0.0, what.str() << ": max |diff| " << test::max_abs_err(g1, want));
+          // y over product's gate part, as the llama model passes it.
+          be->linear_swiglu(*lw, dx.view({n, in}), scratch.view({n, out}), scratch.view({n, half}));
+          const std::vector<float> g2 = scratch.host();
+          BOOST_TEST(std::memcmp(g2.data(), want.data(), want.size() * 4) == 0, what.str() << ": y over the gate part");
+        }
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(linear_fused_recorded_replays_with_new_inputs) {
   // A decode-shaped layer tail (o-proj into the residual, pre-normed gate/up, gated down
   // into the residual) recorded once and replayed; on the f32 path the prologues use

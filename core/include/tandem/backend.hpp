@@ -242,6 +242,12 @@ class TANDEM_API backend : public plugin_object {
   // would move under a recorded step).
   virtual void linear_fused(const linear_weight& w, tensor_view x, const linear_prologue& pro, tensor_view y,
                             bool accumulate);
+  // SwiGLU, the gated half of a llama-style MLP: y = silu(x W_gate^T) * (x W_up^T), where
+  // gate_up is a group of two equal parts [gate; up] (load_linear_group). product: [n, 2 ffn],
+  // the caller's scratch, which may be written (the group's layout: every row's gate part,
+  // then every row's up part); y: [n, ffn], and it may be product's gate part. The default
+  // runs linear() into product, then silu_mul(); a backend may do both in one kernel.
+  virtual void linear_swiglu(const linear_weight& gate_up, tensor_view x, tensor_view product, tensor_view y);
   // Rotates x in place by its token's position.  x: [n, heads, head_dim]; positions: [n]
   virtual void rope(tensor_view x, tensor_view positions, const rope_params& p) = 0;
   // Writes k, v into the pool at batch.slot_mapping, then causal GQA attention of q over

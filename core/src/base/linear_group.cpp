@@ -1,6 +1,7 @@
 // linear_group and the backend's default grouped linear: parts loaded one by one and run
 // one after another, each into its slice of y (see backend.hpp for the layout); and the
-// default linear_fused(): the separate ops through a scratch buffer.
+// default linear_fused(): the separate ops through a scratch buffer; the default
+// linear_swiglu(): linear() then silu_mul().
 #include <algorithm>
 #include <string>
 
@@ -92,6 +93,22 @@ void backend::linear_fused(const linear_weight& w, tensor_view x, const linear_p
   linear(w, xin, prod);
   const tensor_view yr = as_rows(y, n, out, "y");
   add(yr, prod, yr);
+}
+
+void backend::linear_swiglu(const linear_weight& gate_up, tensor_view x, tensor_view product, tensor_view y) {
+  const int64_t in = gate_up.in_features(), out = gate_up.out_features(), ffn = out / 2;
+  const int64_t n = in > 0 ? x.numel() / in : 0;
+  if (out % 2 != 0) throw error("linear_swiglu: the gate_up weight has an odd number of rows (" + std::to_string(out) + ")");
+  if (x.numel() != n * in || product.numel() != n * out || y.numel() != n * ffn)
+    throw error("linear_swiglu: x, product and y do not fit the weight [" + std::to_string(out) + ", " +
+                std::to_string(in) + "]");
+  if (!product.is_contiguous() || !y.is_contiguous()) throw error("linear_swiglu: product and y must be contiguous");
+  linear(gate_up, x, product);
+  auto* base = static_cast<char*>(product.data);
+  const size_t half = static_cast<size_t>(n * ffn) * static_cast<size_t>(traits(product.type).block_bytes);
+  const tensor_view gate = tensor_view::contiguous(base, product.type, {n, ffn}, product.dev);
+  const tensor_view up = tensor_view::contiguous(base + half, product.type, {n, ffn}, product.dev);
+  silu_mul(gate, up, tensor_view::contiguous(y.data, y.type, {n, ffn}, y.dev));
 }
 
 }  // namespace tandem

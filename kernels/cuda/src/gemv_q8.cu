@@ -137,12 +137,11 @@ __device__ __forceinline__ int dot_block(const wblock<F>& wb, const int4& x0, co
   }
 }
 
-// acc[r][t] += block b of row row0 + r dotted with block b of token t's quantized x, for
-// the n <= NT token rows there are.
+// acc[r][t] += block b of the warp's row r dotted with block b of token t's quantized x,
+// for the n <= NT token rows there are and the first `valid` of the R rows.
 template <wformat F, int NT, int R>
 __device__ __forceinline__ void dot_step(const wblock<F> (&wb)[R], int64_t b, int n, int64_t in, int64_t nb,
-                                         int64_t row0, int64_t out, const int8_t* xq, const float2* ds,
-                                         float (&acc)[R][NT]) {
+                                         int valid, const int8_t* xq, const float2* ds, float (&acc)[R][NT]) {
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     if (t >= n) break;  // uniform
@@ -151,7 +150,7 @@ __device__ __forceinline__ void dot_step(const wblock<F> (&wb)[R], int64_t b, in
     const float2 dx = ds[t * nb + b];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if (row0 + r < out) {
+      if (r < valid) {
         const float dot = static_cast<float>(dot_block<F>(wb[r], x0, x1));
         acc[r][t] += wb[r].d * dx.x * dot + wb[r].m * dx.y;
       }
@@ -165,16 +164,27 @@ __device__ __forceinline__ void dot_step(const wblock<F> (&wb)[R], int64_t b, in
 // kernel of NT rows takes n = NT when NT <= 8 (the count is a constant there) and any
 // n <= NT above.
 // accumulate: y += the result (each output is read and written by one lane only).
-template <wformat F, int NT, bool STAGED, int NW, int R, int KB>
+// SWIGLU (R = 2, w a [gate; up] group of two halves): warp u's rows are gate row u and up
+// row u (u + out / 2), and it writes y[t, u] = silu(gate) * up with silu_mul_kernel's
+// arithmetic. A row's sum does not depend on which rows share its warp (lane l reads
+// blocks l, l + 32, ... in order), so this is the separate linear and silu_mul bit for bit,
+// without the second launch.
+template <wformat F, int NT, bool STAGED, int NW, int R, int KB, bool SWIGLU = false>
 __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const float* __restrict__ x, dev_prologue pro,
                                                           const int8_t* __restrict__ gxq,
                                                           const float2* __restrict__ gds, float* __restrict__ y,
                                                           int n_rows, bool accumulate) {
+  static_assert(!SWIGLU || R == 2, "a SwiGLU warp owns one gate row and one up row");
   extern __shared__ __align__(16) unsigned char smem[];
   const int n = NT <= 8 ? NT : n_rows;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t nb = w.in / 32;
-  const int64_t row0 = (blockIdx.x * int64_t{NW} + warp) * R;
+  const int64_t unit = blockIdx.x * int64_t{NW} + warp;  // SWIGLU: the output column
+  const int64_t half = w.out / 2;
+  const int64_t row0 = SWIGLU ? unit : unit * R;
+  const int64_t step = SWIGLU ? half : 1;  // row r of the warp is row0 + r * step
+  const int valid = SWIGLU ? (unit < half ? R : 0)
+                          : row0 >= w.out ? 0 : w.out - row0 < R ? static_cast<int>(w.out - row0) : R;
   // The weight blocks are requested before the activations are staged, so their DRAM
   // latency overlaps that work (and the previous kernel's tail).
   wblock<F> wb[KB][R];
@@ -182,7 +192,7 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const fl
   for (int k = 0; k < KB; ++k)
 #pragma unroll
     for (int r = 0; r < R; ++r)
-      if (row0 + r < w.out && lane + 32 * k < nb) wb[k][r] = load_wblock<F>(w, row0 + r, lane + 32 * k, nb);
+      if (r < valid && lane + 32 * k < nb) wb[k][r] = load_wblock<F>(w, row0 + r * step, lane + 32 * k, nb);
   detail::pdl_wait();  // x (and the scratch it was quantized into) come from earlier kernels
   detail::pdl_trigger();
   const int8_t* xq = gxq;
@@ -195,7 +205,7 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const fl
     __syncthreads();
     xq = sq, ds = sds;
   }
-  if (row0 >= w.out) return;
+  if (valid == 0) return;
   float acc[R][NT];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -203,13 +213,22 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const fl
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
 #pragma unroll
   for (int k = 0; k < KB; ++k)
-    if (lane + 32 * k < nb) dot_step<F, NT, R>(wb[k], lane + 32 * k, n, w.in, nb, row0, w.out, xq, ds, acc);
+    if (lane + 32 * k < nb) dot_step<F, NT, R>(wb[k], lane + 32 * k, n, w.in, nb, valid, xq, ds, acc);
   for (int64_t b = lane + 32 * KB; b < nb; b += 32) {
     wblock<F> cur[R];
 #pragma unroll
     for (int r = 0; r < R; ++r)
-      if (row0 + r < w.out) cur[r] = load_wblock<F>(w, row0 + r, b, nb);
-    dot_step<F, NT, R>(cur, b, n, w.in, nb, row0, w.out, xq, ds, acc);
+      if (r < valid) cur[r] = load_wblock<F>(w, row0 + r * step, b, nb);
+    dot_step<F, NT, R>(cur, b, n, w.in, nb, valid, xq, ds, acc);
+  }
+  if constexpr (SWIGLU) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t >= n) break;  // uniform
+      const float g = detail::warp_sum(acc[0][t]), u = detail::warp_sum(acc[1][t]);
+      if (lane == 0) y[t * half + unit] = g / (1.0f + expf(-g)) * u;
+    }
+    return;
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -217,7 +236,7 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const fl
     for (int t = 0; t < NT; ++t) {
       if (t >= n) break;  // uniform
       const float s = detail::warp_sum(acc[r][t]);
-      if (lane == 0 && row0 + r < w.out) {
+      if (lane == 0 && r < valid) {
         float* o = detail::out_at(w, y, n, t, row0 + r);
         *o = accumulate ? *o + s : s;
       }
@@ -225,12 +244,12 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const fl
   }
 }
 
-template <wformat F, int NT, bool STAGED, int NW, int R, int KB>
+template <wformat F, int NT, bool STAGED, int NW, int R, int KB, bool SWIGLU = false>
 void launch_shape(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, float* y,
                   bool accumulate, const int8_t* xq, const float2* ds, cudaStream_t s) {
-  const unsigned grid = blocks_for(w.out, NW * R);
+  const unsigned grid = SWIGLU ? blocks_for(w.out / 2, NW) : blocks_for(w.out, NW * R);
   const size_t smem = STAGED ? stage_smem_bytes(static_cast<int>(n), w.in) : 0;
-  auto kernel = gemv_q8_kernel<F, NT, STAGED, NW, R, KB>;
+  auto kernel = gemv_q8_kernel<F, NT, STAGED, NW, R, KB, SWIGLU>;
   // Past the default 48 KB a kernel must opt in, once per device (outside any graph
   // capture: a step's first, eager run gets here first).
   if (smem > 48 * 1024) {
@@ -250,41 +269,45 @@ void launch_shape(const dev_matrix& w, const float* x, int64_t n, const dev_prol
 // Shapes: NT <= 8 as measured in sessions 2-5 (tall matrices: 8 warps of 4 rows; in of 33-64
 // blocks: two rounds of weights requested up front); more rows keep 2 rows a warp (the
 // accumulators are R x NT registers).
-template <wformat F, int NT>
+template <wformat F, int NT, bool SWIGLU = false>
 void launch_nt(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, float* y, bool accumulate,
                const int8_t* xq, const float2* ds, bool staged, cudaStream_t s) {
   const int64_t nb = w.in / 32;
   const bool two_rounds = nb > 32 && nb <= 64;
   if (!staged) {
     if constexpr (NT > 8) {
-      if (two_rounds) return launch_shape<F, NT, false, 4, 2, 2>(w, x, n, pro, y, accumulate, xq, ds, s);
+      if (two_rounds) return launch_shape<F, NT, false, 4, 2, 2, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, s);
     }
-    return launch_shape<F, NT, false, 4, 2, 1>(w, x, n, pro, y, accumulate, xq, ds, s);
+    return launch_shape<F, NT, false, 4, 2, 1, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, s);
   }
-  if constexpr (NT <= 8) {
+  if constexpr (NT <= 8 && !SWIGLU) {
     if (w.out >= wide_min_out) return launch_shape<F, NT, true, 8, 4, 1>(w, x, n, pro, y, accumulate, xq, ds, s);
   }
-  if (two_rounds) launch_shape<F, NT, true, 4, 2, 2>(w, x, n, pro, y, accumulate, xq, ds, s);
-  else launch_shape<F, NT, true, 4, 2, 1>(w, x, n, pro, y, accumulate, xq, ds, s);
+  if (two_rounds) launch_shape<F, NT, true, 4, 2, 2, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, s);
+  else launch_shape<F, NT, true, 4, 2, 1, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, s);
 }
 
-template <wformat F>
+template <wformat F, bool SWIGLU = false>
 void launch(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, float* y, bool accumulate,
             const int8_t* xq, const float2* ds, bool staged, cudaStream_t s) {
   switch (n) {
-    case 1: launch_nt<F, 1>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
-    case 2: launch_nt<F, 2>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
-    case 3: launch_nt<F, 3>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
-    case 4: launch_nt<F, 4>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
-    case 5: launch_nt<F, 5>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
-    case 6: launch_nt<F, 6>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
-    case 7: launch_nt<F, 7>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
-    case 8: launch_nt<F, 8>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 1: launch_nt<F, 1, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 2: launch_nt<F, 2, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 3: launch_nt<F, 3, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 4: launch_nt<F, 4, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 5: launch_nt<F, 5, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 6: launch_nt<F, 6, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 7: launch_nt<F, 7, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
+    case 8: launch_nt<F, 8, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, staged, s); break;
     default:
-      if (n <= 16) launch_nt<F, 16>(w, x, n, pro, y, accumulate, xq, ds, staged, s);
-      else launch_nt<F, 32>(w, x, n, pro, y, accumulate, xq, ds, staged, s);
+      if (n <= 16) launch_nt<F, 16, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, staged, s);
+      else launch_nt<F, 32, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, staged, s);
   }
 }
+
+// x staged per block for one row (as gemv_q8_fused's automatic choice), else quantized
+// once into scratch.
+bool stage_in_block(const dev_matrix& w, int64_t n) { return n == 1 && w.out < wide_min_out && gemv_q8_stageable(w, n); }
 
 }  // namespace
 
@@ -313,9 +336,7 @@ void gemv_q8_fused(const dev_matrix& w, const float* x, int64_t n, const dev_pro
   if (n == 0 || w.out == 0) return;
   if (n < 0 || n > gemv_q8_max_tokens) throw std::invalid_argument("gemv_q8: more than 32 token rows");
   if (staging == q8_staging::automatic)  // see q8_staging in kernels.hpp for the measurements
-    staging = pro.kind != dev_prologue::none || (n == 1 && w.out < wide_min_out && gemv_q8_stageable(w, n))
-                  ? q8_staging::in_block
-                  : q8_staging::global;
+    staging = pro.kind != dev_prologue::none || stage_in_block(w, n) ? q8_staging::in_block : q8_staging::global;
   const bool staged = staging == q8_staging::in_block;
   if (staged && !gemv_q8_stageable(w, n))
     throw std::invalid_argument(pro.kind != dev_prologue::none
@@ -340,6 +361,28 @@ void gemv_q8_fused(const dev_matrix& w, const float* x, int64_t n, const dev_pro
 
 void gemv_q8(const dev_matrix& w, const float* x, int64_t n, float* y, void* scratch, cudaStream_t stream) {
   gemv_q8_fused(w, x, n, dev_prologue{}, false, y, scratch, stream);
+}
+
+bool swiglu_shaped(const dev_matrix& w) {
+  return w.n_segs == 2 && w.seg[1] * 2 == w.out && w.out > 0;
+}
+
+void gemv_q8_swiglu(const dev_matrix& w, const float* x, int64_t n, float* y, void* scratch, cudaStream_t stream) {
+  if (n == 0) return;
+  if (n < 0 || n > gemv_q8_max_tokens) throw std::invalid_argument("gemv_q8_swiglu: more than 32 token rows");
+  if (!gemv_q8_supported(w) || !swiglu_shaped(w))
+    throw std::invalid_argument("gemv_q8_swiglu: q4_1 / q8_0 [gate; up] group of two equal parts only");
+  const bool staged = stage_in_block(w, n);
+  int8_t* xq = nullptr;
+  float2* ds = nullptr;
+  if (!staged) {
+    if (scratch == nullptr) throw std::invalid_argument("gemv_q8_swiglu: x quantized into global scratch needs scratch");
+    xq = static_cast<int8_t*>(scratch);
+    ds = reinterpret_cast<float2*>(xq + n * w.in);
+    quantize_q8_rows(x, n, w.in, xq, ds, stream);
+  }
+  if (w.format == wformat::q4_1) launch<wformat::q4_1, true>(w, x, n, dev_prologue{}, y, false, xq, ds, staged, stream);
+  else launch<wformat::q8_0, true>(w, x, n, dev_prologue{}, y, false, xq, ds, staged, stream);
 }
 
 }  // namespace tandem::cuda

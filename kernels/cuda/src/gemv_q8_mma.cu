@@ -126,7 +126,13 @@ __device__ __forceinline__ void block_terms(const afrag& f, int64_t b, int64_t n
   }
 }
 
-template <wformat F, int NTILE, int RT, bool STAGED>
+// SWIGLU (w a [gate; up] group of two halves): a tile's rows g are gate rows j0 + g and its
+// rows g + 8 the up rows of the same outputs (j0 + g + out / 2), so the lane holding a gate
+// sum also holds its up sum, and y[t, j] = silu(gate) * up is written with silu_mul_kernel's
+// arithmetic. Each row's sum is made as in the plain kernel (the same fragments and warp
+// order; RT and KS come from the matrix's height either way): the separate linear and
+// silu_mul bit for bit, in one launch.
+template <wformat F, int NTILE, int RT, bool STAGED, bool SWIGLU = false>
 __global__ void __launch_bounds__(block_warps * 32) gemv_q8_mma_kernel(dev_matrix w, const float* __restrict__ x,
                                                                        dev_prologue pro,
                                                                        const int8_t* __restrict__ gxq,
@@ -137,9 +143,10 @@ __global__ void __launch_bounds__(block_warps * 32) gemv_q8_mma_kernel(dev_matri
   auto* red = reinterpret_cast<float*>(smem);  // [block_warps][NTILE * 8][tile_rows + 1] when KS > 1
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
   const int rt = warp % RT, ks = warp / RT;
-  const int64_t nb = w.in / 32, row0 = (int64_t{blockIdx.x} * RT + rt) * tile_rows;
-  const int64_t r0 = row0 + g, r1 = row0 + g + 8;
-  const bool v0 = r0 < w.out, v1 = r1 < w.out;
+  const int64_t tile = int64_t{blockIdx.x} * RT + rt, half = w.out / 2;
+  const int64_t nb = w.in / 32, row0 = SWIGLU ? tile * (tile_rows / 2) : tile * tile_rows;
+  const int64_t r0 = row0 + g, r1 = SWIGLU ? half + row0 + g : row0 + g + 8;
+  const bool v0 = SWIGLU ? r0 < half : r0 < w.out, v1 = SWIGLU ? v0 : r1 < w.out;
 
   float acc[NTILE][4];
 #pragma unroll
@@ -183,7 +190,15 @@ __global__ void __launch_bounds__(block_warps * 32) gemv_q8_mma_kernel(dev_matri
     float* o = detail::out_at(w, y, n, t, row);
     *o = accumulate ? *o + s : s;
   };
-  if constexpr (KS == 1) {  // the warp has whole rows: straight from the fragments
+  auto put_gated = [&](int t, int64_t j, float gate, float up) { y[t * half + j] = gate / (1.0f + expf(-gate)) * up; };
+  if constexpr (SWIGLU && KS == 1) {
+#pragma unroll
+    for (int j = 0; j < NTILE; ++j) {
+      const int t0 = 8 * j + 2 * q, t1 = t0 + 1;
+      if (v0 && t0 < n) put_gated(t0, r0, acc[j][0], acc[j][2]);
+      if (v0 && t1 < n) put_gated(t1, r0, acc[j][1], acc[j][3]);
+    }
+  } else if constexpr (KS == 1) {  // the warp has whole rows: straight from the fragments
 #pragma unroll
     for (int j = 0; j < NTILE; ++j) {
       const int t0 = 8 * j + 2 * q, t1 = t0 + 1;
@@ -203,6 +218,18 @@ __global__ void __launch_bounds__(block_warps * 32) gemv_q8_mma_kernel(dev_matri
       red[(warp * T + t0 + 1) * P + g + 8] = acc[j][3];
     }
     __syncthreads();
+    if constexpr (SWIGLU) {
+      constexpr int H = tile_rows / 2;
+      for (int i = threadIdx.x; i < n * H; i += block_warps * 32) {
+        const int t = i / H, r = i % H;
+        if (row0 + r >= half) continue;
+        float sg = red[t * P + r], su = red[t * P + r + H];
+#pragma unroll
+        for (int k = 1; k < KS; ++k) sg += red[(k * T + t) * P + r], su += red[(k * T + t) * P + r + H];
+        put_gated(t, row0 + r, sg, su);
+      }
+      return;
+    }
     for (int i = threadIdx.x; i < n * tile_rows; i += block_warps * 32) {
       const int t = i / tile_rows, r = i % tile_rows;
       const int64_t row = row0 + r;
@@ -219,13 +246,13 @@ size_t smem_bytes(int ntile, int rt, bool staged, int64_t n, int64_t in) {
   return red_bytes(ntile, rt) + (staged ? q8stage::stage_smem_bytes(static_cast<int>(n), in) : 0);
 }
 
-template <wformat F, int NTILE, int RT, bool STAGED>
+template <wformat F, int NTILE, int RT, bool STAGED, bool SWIGLU>
 void launch_shape(const dev_matrix& w, const float* x, const dev_prologue& pro, const int8_t* xq, const float2* ds,
                   float* y, int64_t n, bool accumulate, cudaStream_t s) {
   const int64_t tiles = (w.out + tile_rows - 1) / tile_rows;
   const unsigned grid = static_cast<unsigned>((tiles + RT - 1) / RT);
   const size_t smem = smem_bytes(NTILE, RT, STAGED, n, w.in);
-  auto kernel = gemv_q8_mma_kernel<F, NTILE, RT, STAGED>;
+  auto kernel = gemv_q8_mma_kernel<F, NTILE, RT, STAGED, SWIGLU>;
   // Past the default 48 KB a kernel must opt in, once per device (outside any graph
   // capture: a step's first, eager run gets here first).
   if (smem > 48 * 1024) {
@@ -242,28 +269,28 @@ void launch_shape(const dev_matrix& w, const float* x, const dev_prologue& pro, 
                      accumulate);
 }
 
-template <wformat F, int NTILE, bool STAGED>
+template <wformat F, int NTILE, bool STAGED, bool SWIGLU>
 void launch_rt(const dev_matrix& w, const float* x, const dev_prologue& pro, const int8_t* xq, const float2* ds,
                float* y, int64_t n, bool accumulate, cudaStream_t s) {
   if ((w.out + tile_rows - 1) / tile_rows >= tall_tiles)
-    launch_shape<F, NTILE, block_warps, STAGED>(w, x, pro, xq, ds, y, n, accumulate, s);
+    launch_shape<F, NTILE, block_warps, STAGED, SWIGLU>(w, x, pro, xq, ds, y, n, accumulate, s);
   else
-    launch_shape<F, NTILE, 1, STAGED>(w, x, pro, xq, ds, y, n, accumulate, s);
+    launch_shape<F, NTILE, 1, STAGED, SWIGLU>(w, x, pro, xq, ds, y, n, accumulate, s);
 }
 
-template <wformat F>
+template <wformat F, bool SWIGLU = false>
 void launch(const dev_matrix& w, const float* x, const dev_prologue& pro, const int8_t* xq, const float2* ds,
             float* y, int64_t n, bool accumulate, bool staged, cudaStream_t s) {
   if (staged) {  // n <= staged_max_tokens
-    if (n <= 8) launch_rt<F, 1, true>(w, x, pro, xq, ds, y, n, accumulate, s);
-    else if (n <= 16) launch_rt<F, 2, true>(w, x, pro, xq, ds, y, n, accumulate, s);
-    else launch_rt<F, 4, true>(w, x, pro, xq, ds, y, n, accumulate, s);
+    if (n <= 8) launch_rt<F, 1, true, SWIGLU>(w, x, pro, xq, ds, y, n, accumulate, s);
+    else if (n <= 16) launch_rt<F, 2, true, SWIGLU>(w, x, pro, xq, ds, y, n, accumulate, s);
+    else launch_rt<F, 4, true, SWIGLU>(w, x, pro, xq, ds, y, n, accumulate, s);
     return;
   }
-  if (n <= 8) launch_rt<F, 1, false>(w, x, pro, xq, ds, y, n, accumulate, s);
-  else if (n <= 16) launch_rt<F, 2, false>(w, x, pro, xq, ds, y, n, accumulate, s);
-  else if (n <= 32) launch_rt<F, 4, false>(w, x, pro, xq, ds, y, n, accumulate, s);
-  else launch_rt<F, 8, false>(w, x, pro, xq, ds, y, n, accumulate, s);
+  if (n <= 8) launch_rt<F, 1, false, SWIGLU>(w, x, pro, xq, ds, y, n, accumulate, s);
+  else if (n <= 16) launch_rt<F, 2, false, SWIGLU>(w, x, pro, xq, ds, y, n, accumulate, s);
+  else if (n <= 32) launch_rt<F, 4, false, SWIGLU>(w, x, pro, xq, ds, y, n, accumulate, s);
+  else launch_rt<F, 8, false, SWIGLU>(w, x, pro, xq, ds, y, n, accumulate, s);
 }
 
 int ntile_of(int64_t n) { return n <= 8 ? 1 : n <= 16 ? 2 : n <= 32 ? 4 : 8; }
@@ -307,6 +334,25 @@ void gemv_q8_mma(const dev_matrix& w, const float* x, int64_t n, const dev_prolo
   }
   if (w.format == wformat::q4_1) launch<wformat::q4_1>(w, x, pro, xq, ds, y, n, accumulate, staged, stream);
   else launch<wformat::q8_0>(w, x, pro, xq, ds, y, n, accumulate, staged, stream);
+}
+
+void gemv_q8_mma_swiglu(const dev_matrix& w, const float* x, int64_t n, float* y, void* scratch, cudaStream_t stream) {
+  if (n == 0) return;
+  if (!gemv_q8_supported(w) || !swiglu_shaped(w))
+    throw std::invalid_argument("gemv_q8_mma_swiglu: q4_1 / q8_0 [gate; up] group of two equal parts only");
+  if (n < 0 || n > gemv_q8_mma_max_tokens) throw std::invalid_argument("gemv_q8_mma_swiglu: more than 64 token rows");
+  // The plain kernel's staging rule (gemv_q8_mma): both stagings give the same bytes.
+  const bool staged = gemv_q8_mma_stageable(w, n) && n <= 8 && w.out < 2048;
+  int8_t* xq = nullptr;
+  float2* ds = nullptr;
+  if (!staged) {
+    if (scratch == nullptr) throw std::invalid_argument("gemv_q8_mma_swiglu: x quantized into global scratch needs scratch");
+    xq = static_cast<int8_t*>(scratch);
+    ds = reinterpret_cast<float2*>(xq + n * w.in);
+    quantize_q8_rows(x, n, w.in, xq, ds, stream);
+  }
+  if (w.format == wformat::q4_1) launch<wformat::q4_1, true>(w, x, dev_prologue{}, xq, ds, y, n, false, staged, stream);
+  else launch<wformat::q8_0, true>(w, x, dev_prologue{}, xq, ds, y, n, false, staged, stream);
 }
 
 }  // namespace tandem::cuda

@@ -94,6 +94,14 @@ inline constexpr int64_t gemv_q8_mma_max_tokens = 64;
 bool gemv_q8_mma_stageable(const dev_matrix& w, int64_t n);
 void gemv_q8_mma(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, bool accumulate, float* y,
                  void* scratch, cudaStream_t stream, q8_staging staging = q8_staging::automatic);
+// SwiGLU: for w a [gate; up] group of two equal parts (swiglu_shaped), y [n, out / 2] =
+// silu(x W_gate^T) * (x W_up^T), one launch; the same bits as the plain kernel's product
+// followed by silu_mul (each output's gate and up rows are summed as the plain kernel sums
+// them). gemv_q8_swiglu: up to gemv_q8_max_tokens rows (x staged as gemv_q8's automatic
+// choice; scratch as gemv_q8's). gemv_q8_mma_swiglu: up to gemv_q8_mma_max_tokens rows.
+bool swiglu_shaped(const dev_matrix& w);
+void gemv_q8_swiglu(const dev_matrix& w, const float* x, int64_t n, float* y, void* scratch, cudaStream_t stream);
+void gemv_q8_mma_swiglu(const dev_matrix& w, const float* x, int64_t n, float* y, void* scratch, cudaStream_t stream);
 // gemv with `accumulate`: y += x W^T (the add rounds as add() does).
 void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, bool accumulate, cudaStream_t stream);
 // W as f16 [out, in], for the tensor-core GEMM of prefill (dequantized as the reference does).
