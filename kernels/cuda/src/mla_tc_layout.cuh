@@ -110,6 +110,87 @@ MLA_TC_HD int pv_ldsm_off(int lane, int kp, int w, int dp) {
 MLA_TC_HD int copy_row(int tid) { return tid >> 3; }
 MLA_TC_HD int copy_chunk(int tid, int j) { return (tid & 7) + 8 * j; }
 
+// ---- f16 staging (mla_decode_tc16_kernel, the default; TANDEM_CUDA_MLA_TC_STAGE=f32 runs
+// the f32-staging kernel above instead). Each thread loads its share of the next tile from
+// global memory into registers (f32), rounds it to f16 there and stores f16 to shared
+// memory, so shared memory is written 1152 bytes a key instead of 2304 by cp.async plus
+// 3456 of conversion traffic. A stage is one tile of 32 rows of 576 f16 (1152 bytes a row,
+// 72 16-byte chunks), chunk k of row r at chunk k ^ (r & 7) (the XOR keeps k's group of 8):
+// every ldmatrix phase (8 consecutive rows, one logical chunk) hits 8 distinct 16-byte bank
+// groups (1152 = 9 x 128). The partial scores and P get regions of their own.
+namespace s16 {
+constexpr int row_bytes = dim * 2;               // 1152
+constexpr int stage_bytes = keys * row_bytes;    // 36,864
+constexpr int loads = keys * dim / 4 / threads;  // 18 float4 loads per thread per tile
+constexpr int loads_first = 6;                   // issued before S, stored after it (the rest: after P V)
+constexpr int sp_units = kparts * 2 * 4 * 2 * 32;  // 2048 16-byte units of partial scores
+constexpr int pf_units = 4 * 2 * 32;               // 256 16-byte units of P fragments
+constexpr int off_stage1 = stage_bytes;
+constexpr int off_qfrag = 2 * stage_bytes;
+constexpr int off_sp = off_qfrag + qfrag_bytes;
+constexpr int off_pf = off_sp + sp_units * 16;
+constexpr int off_alpha = off_pf + pf_units * 16;
+constexpr int off_slots = off_alpha + heads * 4;
+constexpr int smem_bytes = off_slots + max_chunk * 4;  // 194,816
+static_assert(keys * dim % (4 * threads) == 0 && loads % 2 == 0 && loads_first % 2 == 0);
+static_assert(threads == 16 * (keys / 2) && dim == 64 * (loads / 2), "load i: a half-warp's 16 float4 of a row");
+static_assert(smem_bytes <= 232448);
+
+// Byte offset (in a stage) of f16 chunk k (dims 8k .. 8k+7) of row r.
+MLA_TC_HD int f16_off(int r, int k) { return r * row_bytes + 16 * (k ^ (r & 7)); }
+// Byte offset of the 4 f16 of dims c .. c+3 (c a multiple of 4) of row r: half a chunk.
+MLA_TC_HD int half4_off(int r, int c) { return f16_off(r, c >> 3) + 2 * (c & 7); }
+
+// Load i (0 .. loads) of thread tid: floats c .. c+3 of tile row r. Half-warp hw = tid >> 4
+// takes rows hw and hw + 16 (i even / odd), 64 floats (256 contiguous bytes, two full
+// 128-byte lines) of the row per load, lane l of the half-warp floats 4 l .. of them; its f16
+// store (8 bytes) then fills one aligned 128-byte line of the stage (8 chunks of one row,
+// permuted by the swizzle): each half-warp's 8-byte store meets each bank once.
+MLA_TC_HD int load_row(int tid, int i) { return (tid >> 4) + 16 * (i & 1); }
+MLA_TC_HD int load_col(int tid, int i) { return 64 * (i >> 1) + 4 * (tid & 15); }
+// half4_off(load_row(tid, i), load_col(tid, i)) split into a per-thread base and a per-load
+// step (a compile-time constant once the loads are unrolled).
+MLA_TC_HD int load_dst_base(int tid) {
+  const int r = tid >> 4, l = tid & 15;
+  return r * row_bytes + 16 * ((l >> 1) ^ (r & 7)) + 8 * (l & 1);
+}
+MLA_TC_HD int load_dst_step(int i) { return 16 * row_bytes * (i & 1) + 128 * (i >> 1); }
+
+// Partial scores: unit u = sp_hole(..) (0 .. 2048), lane-consecutive float4s.
+MLA_TC_HD int sp_off(int u) { return off_sp + 16 * u; }
+// P as f16 A fragments of O += P V: m tile mt, k-step kp (16 keys), lane: 16 bytes, its
+// two 8-byte halves the register pairs (a0, a2) and (a1, a3). The softmax thread of rows
+// hi = 0 (g) or 1 (g + 8) writes pair (a_hi, a_hi+2), keys 16 kp + 2t .. and 16 kp + 8 +
+// 2t .., with one 8-byte store at half hi ^ ((lane >> 3) & 1): lanes l and l + 8 of a
+// half-warp (units 16 bytes apart, 128 bytes = the bank period apart) take opposite halves,
+// so the store is conflict-free; the reader undoes the swap (pf_regs).
+MLA_TC_HD int pf_off(int mt, int kp, int lane) { return off_pf + 16 * ((mt * 2 + kp) * 32 + lane); }
+MLA_TC_HD int pf_half(int hi, int lane) { return 8 * (hi ^ ((lane >> 3) & 1)); }
+// The A fragment (a0, a1, a2, a3) from the 16 bytes (w0, w1, w2, w3) of lane's unit.
+template <class U4>
+MLA_TC_HD U4 pf_regs(const U4& w, int lane) {
+  U4 a;
+  const bool sw = ((lane >> 3) & 1) != 0;
+  a.x = sw ? w.z : w.x;
+  a.y = sw ? w.x : w.z;
+  a.z = sw ? w.w : w.y;
+  a.w = sw ? w.y : w.w;
+  return a;
+}
+// ldmatrix.x4 row addresses, as qk_ldsm_off / pv_ldsm_off above over this stage layout.
+MLA_TC_HD int qk_ldsm_off(int lane, int np, int ks) {
+  const int mi = lane >> 3, rr = lane & 7;
+  return f16_off(16 * np + 8 * (mi >> 1) + rr, 2 * ks + (mi & 1));
+}
+MLA_TC_HD int pv_ldsm_off(int lane, int kp, int w, int dp) {
+  const int mi = lane >> 3, rr = lane & 7;
+  return f16_off(16 * kp + 8 * (mi & 1) + rr, 8 * w + 2 * dp + (mi >> 1));
+}
+// L2 prefetch of a tile two ahead: lanes 0 .. 3 of warp w take rows 4 w + lane.
+MLA_TC_HD int prefetch_row(int warp, int lane) { return 4 * warp + lane; }
+static_assert(4 * warps == keys);
+}  // namespace s16
+
 // The work split (host): keys per split (a multiple of 32, at most max_chunk) and splits per
 // row, from shapes only: rows, heads, the widest row's key count and the SM count. Cost in
 // tile-times of s splits: waves of blocks (one block per SM) times each block's tiles plus
