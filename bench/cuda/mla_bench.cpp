@@ -15,13 +15,14 @@
 // per row and split, written then merged) and o_lat: ~50 MB at 32 x 8k against the 663 MB
 // counted, mostly L2-resident, so the % of copy is a slight understatement.
 // TANDEM_CUDA_MLA_TC=0 runs the f32 kernel instead (to compare). With the tensor-core
-// kernel, every case runs with both of its stagings of the latent tile, side by side:
-// f16 (the default: global -> registers -> f16 -> shared memory) and f32
-// (TANDEM_CUDA_MLA_TC_STAGE=f32: cp.async of the f32 rows, rounded to f16 in shared memory,
-// the earlier kernel); --stage f16 or --stage f32 runs only that one, --stage all adds the
-// f16 staging without its L2 prefetch (TANDEM_CUDA_MLA_TC_PREFETCH=0, "f16-nopf").
+// kernel, every case runs each of its variants side by side (TANDEM_CUDA_MLA_TC_STAGE, set
+// per run): f16 (the default: the latent tile global -> registers -> f16 -> shared memory,
+// three stages, two barriers a tile), f16s2 (the same over two stages, three barriers) and
+// f32 (cp.async of the f32 rows, rounded to f16 in shared memory: the earlier kernel);
+// --stage all adds f16-nopf (f16 without its L2 prefetch, TANDEM_CUDA_MLA_TC_PREFETCH=0),
+// --stage f16|f16s2|f16-nopf|f32 runs that one alone.
 //
-//   build/bench/cuda/bench_cuda_mla [--seqs 1,8,32] [--contexts 8192,32768] [--stage both|all|f16|f32]
+//   build/bench/cuda/bench_cuda_mla [--seqs 1,8,32] [--contexts 8192,32768] [--stage NAME]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -44,17 +45,19 @@ using namespace tandem;
 
 int main(int argc, char** argv) try {
   std::vector<int64_t> seqs{1, 8, 32}, contexts{8192, 32768};
-  std::string stage_arg = "both";
+  std::string stage_arg = "default";  // f16, f16s2, f32
+  const std::vector<std::string> variants{"f16", "f16-nopf", "f16s2", "f32"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seqs" && i + 1 < argc) seqs = bench::parse_list(argv[++i]);
     else if (a == "--contexts" && i + 1 < argc) contexts = bench::parse_list(argv[++i]);
     else if (a == "--stage" && i + 1 < argc &&
-             (std::string(argv[i + 1]) == "both" || std::string(argv[i + 1]) == "all" ||
-              std::string(argv[i + 1]) == "f16" || std::string(argv[i + 1]) == "f32"))
+             (std::string(argv[i + 1]) == "all" ||
+              std::find(variants.begin(), variants.end(), argv[i + 1]) != variants.end()))
       stage_arg = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_cuda_mla [--seqs a,b] [--contexts a,b] [--stage both|all|f16|f32]\n");
+      std::fprintf(stderr,
+                   "usage: bench_cuda_mla [--seqs a,b] [--contexts a,b] [--stage all|f16|f16-nopf|f16s2|f32]\n");
       return 2;
     }
   }
@@ -76,9 +79,9 @@ int main(int argc, char** argv) try {
   }
   // The tensor-core kernel's stagings to run (TANDEM_CUDA_MLA_TC_STAGE, read at every call).
   std::vector<std::string> stages;
-  if (tc && stage_arg != "f32") stages.push_back("f16");
-  if (tc && stage_arg == "all") stages.push_back("f16-nopf");
-  if (tc && stage_arg != "f16") stages.push_back("f32");
+  for (const std::string& v : variants)
+    if (tc && (stage_arg == v || stage_arg == "all" || (stage_arg == "default" && v != "f16-nopf")))
+      stages.push_back(v);
   if (!tc) stages.push_back("");
   const char* env_stage = std::getenv("TANDEM_CUDA_MLA_TC_STAGE");
   const std::string saved_stage = env_stage != nullptr ? env_stage : "";
@@ -169,7 +172,7 @@ int main(int argc, char** argv) try {
       const tensor_view tv = tensor_view::contiguous(topk->data(), dtype::i32, {N, topk_n}, be.dev());
       for (int sparse = 0; sparse < 2; ++sparse)
         for (const std::string& stage : stages) {
-          if (!stage.empty()) setenv("TANDEM_CUDA_MLA_TC_STAGE", stage == "f32" ? "f32" : "f16", 1);
+          if (!stage.empty()) setenv("TANDEM_CUDA_MLA_TC_STAGE", stage == "f16-nopf" ? "f16" : stage.c_str(), 1);
           if (stage == "f16-nopf") setenv("TANDEM_CUDA_MLA_TC_PREFETCH", "0", 1);
           else if (env_pf != nullptr) setenv("TANDEM_CUDA_MLA_TC_PREFETCH", saved_pf.c_str(), 1);
           else unsetenv("TANDEM_CUDA_MLA_TC_PREFETCH");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -10,19 +11,21 @@
 
 #include "mla_tc_layout.cuh"
 
-// The f16-staging MLA decode kernel's shared-memory geometry (mla_tc::s16 in
-// kernels/cuda/src/mla_tc_layout.cuh, used by mla_decode_tc16_kernel) emulated on the host
-// with the kernel's own index functions and the PTX ISA's fragment semantics
+// The f16-staging MLA decode kernels' shared-memory geometry (mla_tc::s16 in
+// kernels/cuda/src/mla_tc_layout.cuh, used by mla_decode_tc16_kernel<2> and <3>) emulated
+// on the host with the kernels' own index functions and the PTX ISA's fragment semantics
 // (ldmatrix.x4 with and without .trans, mma.m16n8k16 row.col), every thread of the block
-// replayed: the register loads' f16 stores fill each tile's stage exactly once (zeros past
-// the split), S = Q K^T gathered from the four k parts equals a naive product for every
-// softmax thread's keys, P stored by the softmax threads and read back as A fragments
-// gives O = P V for every warp's latent dims, over two tiles (stage 0, then 1, the second
-// partial). Along the way: no two threads touch the same byte between two barriers unless
-// both only read it, and every warp-wide shared-memory access takes the fewest wavefronts
-// its width allows (32 banks of 4 bytes; 16-byte accesses and ldmatrix in phases of 8
-// lanes, 8-byte ones of 16, 4-byte ones of 32). Values are small integers (exact in f32),
-// held as int16 where the kernel holds f16. backend.cuda's results are test_gpu_mla's.
+// replayed in the kernel's order of phases and barriers: the register loads' f16 stores
+// fill each tile's stage exactly once (zeros past the split), S = Q K^T gathered from the
+// four k parts equals a naive product for every softmax thread's keys, P stored by the
+// softmax threads and read back as A fragments gives O = P V for every warp's latent dims,
+// over one to three tiles (the last partial). Along the way: no two threads touch the same
+// byte between two barriers unless both only read it (the three-stage kernel's P V and the
+// next tile's S share an interval), and every warp-wide shared-memory access takes the
+// fewest wavefronts its width allows (32 banks of 4 bytes; 16-byte accesses and ldmatrix in
+// phases of 8 lanes, 8-byte ones of 16, 4-byte ones of 32). Values are small integers
+// (exact in f32), held as int16 where the kernel holds f16. backend.cuda's results are
+// test_gpu_mla's.
 namespace L = tandem::cuda::mla_tc;
 namespace S = tandem::cuda::mla_tc::s16;
 
@@ -39,14 +42,28 @@ struct access {
   bool write;
 };
 
+// The shared-memory regions of the kernel with `stages` stages.
+struct geometry {
+  int stages, off_qfrag, off_sp, off_pf, off_alpha, off_slots, smem_bytes;
+  int (*stage_of)(int);  // the kernel's regions<N>::stage_off
+  template <int N>
+  static geometry of() {
+    using R = S::regions<N>;
+    return {N, R::off_qfrag, R::off_sp, R::off_pf, R::off_alpha, R::off_slots, R::smem_bytes, &R::stage_off};
+  }
+  int stage_off(int tt) const { return stage_of(tt); }
+};
+
 struct smem_model {
-  std::vector<uint8_t> mem = std::vector<uint8_t>(S::smem_bytes, 0xff);
+  int size = 0;
+  std::vector<uint8_t> mem;
   std::vector<access> log;  // since the last barrier
   std::vector<std::string> problems;
   std::string phase;
 
+  explicit smem_model(int bytes) : size(bytes), mem(static_cast<size_t>(bytes), 0xff) {}
   void touch(int tid, int addr, int bytes, bool write) {
-    if (addr < 0 || addr + bytes > S::smem_bytes || addr % bytes != 0) {
+    if (addr < 0 || addr + bytes > size || addr % bytes != 0) {
       problems.push_back(phase + ": access at " + std::to_string(addr) + " of " + std::to_string(bytes) +
                          " bytes out of range or misaligned");
       return;
@@ -55,16 +72,16 @@ struct smem_model {
   }
   void st(int tid, int addr, const void* src, int bytes) {
     touch(tid, addr, bytes, true);
-    if (addr >= 0 && addr + bytes <= S::smem_bytes) std::memcpy(&mem[addr], src, bytes);
+    if (addr >= 0 && addr + bytes <= size) std::memcpy(&mem[addr], src, bytes);
   }
   void ld(int tid, int addr, void* dst, int bytes) {
     touch(tid, addr, bytes, false);
-    if (addr >= 0 && addr + bytes <= S::smem_bytes) std::memcpy(dst, &mem[addr], bytes);
+    if (addr >= 0 && addr + bytes <= size) std::memcpy(dst, &mem[addr], bytes);
   }
   // A barrier: a byte written by one thread may not be read or written by another since
   // the previous barrier.
   void barrier(const std::string& next) {
-    std::vector<int> writer(S::smem_bytes, -1);  // -1 none, -2 several
+    std::vector<int> writer(static_cast<size_t>(size), -1);  // -1 none, -2 several
     for (const access& a : log)
       if (a.write)
         for (int b = a.addr; b < a.addr + a.bytes; ++b) writer[b] = writer[b] == -1 || writer[b] == a.tid ? a.tid : -2;
@@ -107,7 +124,8 @@ struct bank_check {
   void check(const std::string& what, const std::vector<std::pair<int, int>>& lanes, int width) {
     const int got = wavefronts(lanes, width);
     const int best = (static_cast<int>(lanes.size()) * width + 127) / 128;
-    if (got > best) problems.push_back(what + ": " + std::to_string(got) + " wavefronts, " + std::to_string(best) + " possible");
+    if (got > best)
+      problems.push_back(what + ": " + std::to_string(got) + " wavefronts, " + std::to_string(best) + " possible");
   }
 };
 
@@ -160,22 +178,23 @@ void mma(float (&c)[32][4], const u4 (&a)[32], const uint32_t (&b0)[32], const u
   }
 }
 
-// One block's data over two tiles, the kernel's order of phases and barriers.
+// One block's data over up to three tiles, the kernel's order of phases and barriers.
 struct block_emulation {
-  int nk = 0;                              // the split's keys (2 tiles: 33 .. 64)
+  geometry geo;
+  int nk = 0;                              // the split's keys (1 .. 96)
   std::vector<int> slots;                  // [nk] rows of the cache
   std::vector<std::vector<int16_t>> cache;  // [rows][576]
   int16_t q[L::heads][L::dim];
-  int16_t p[2][L::heads][L::keys];         // per tile: the probabilities the softmax "computes"
+  int16_t p[3][L::heads][L::keys];         // per tile: the probabilities the softmax "computes"
   smem_model sm;
   bank_check bc;
   std::vector<std::string> problems;
   uint32_t ld[L::threads][S::loads][4];  // the threads' load registers
   float o[L::threads][4][8][4] = {};
 
-  explicit block_emulation(int keys, std::mt19937& rng) : nk(keys) {
+  block_emulation(const geometry& g, int keys, std::mt19937& rng) : geo(g), nk(keys), sm(g.smem_bytes) {
     std::uniform_int_distribution<int> small(-3, 3), prob(0, 2);
-    const int rows = 3 * L::keys;
+    const int rows = 4 * L::keys;
     cache.assign(rows, std::vector<int16_t>(L::dim));
     for (auto& row : cache)
       for (auto& x : row) x = static_cast<int16_t>(small(rng));
@@ -185,14 +204,40 @@ struct block_emulation {
     slots.assign(perm.begin(), perm.begin() + nk);
     for (auto& row : q)
       for (auto& x : row) x = static_cast<int16_t>(small(rng));
-    for (int t = 0; t < 2; ++t)
+    for (int t = 0; t < 3; ++t)
       for (int h = 0; h < L::heads; ++h)
         for (int k = 0; k < L::keys; ++k) p[t][h][k] = static_cast<int16_t>(t * L::keys + k < nk ? prob(rng) : 0);
+    // The slot table, written before the first barrier.
+    for (int j = 0; j < nk; ++j) {
+      const int32_t v = slots[j];
+      sm.st(j % L::threads, geo.off_slots + 4 * j, &v, 4);
+    }
   }
 
-  // load_tile: loads [first, last) of tile tt into registers (zeros past the split).
+  // The L2 prefetch of tile tt reads the slots of its rows (lanes 0 .. 3 of each warp).
+  void prefetch_tile(int tt) {
+    for (int w = 0; w < L::warps; ++w)
+      for (int l = 0; l < 4; ++l) {
+        const int j = tt * L::keys + S::prefetch_row(w, l);
+        if (j < nk) {
+          int32_t v = -1;
+          sm.ld(32 * w + l, geo.off_slots + 4 * j, &v, 4);
+          if (v != slots[j]) problems.push_back("slot table");
+        }
+      }
+  }
+  // load_tile: loads [first, last) of tile tt into registers (zeros past the split); the
+  // slots of the thread's two rows from the table.
   void load_tile(int tt, int first, int last) {
-    for (int tid = 0; tid < L::threads; ++tid)
+    for (int tid = 0; tid < L::threads; ++tid) {
+      for (int h = 0; h < 2; ++h) {
+        const int j = tt * L::keys + S::load_row(tid, h);
+        if (j < nk) {
+          int32_t v = -1;
+          sm.ld(tid, geo.off_slots + 4 * j, &v, 4);
+          if (v != slots[j]) problems.push_back("slot table");
+        }
+      }
       for (int i = first; i < last; ++i) {
         const int j = tt * L::keys + S::load_row(tid, i);
         for (int e = 0; e < 4; ++e) {
@@ -200,6 +245,7 @@ struct block_emulation {
           ld[tid][i][e] = static_cast<uint32_t>(static_cast<uint16_t>(v));
         }
       }
+    }
     // Global side: a warp's load i reads, per half-warp, 256 contiguous bytes of one row.
     for (int w = 0; w < L::warps; ++w)
       for (int i = first; i < last; ++i)
@@ -213,7 +259,7 @@ struct block_emulation {
   }
   // store_tile: rounds (here: keeps) and stores loads [first, last) of tile tt.
   void store_tile(int tt, int first, int last) {
-    const int stage = (tt & 1) * S::off_stage1;
+    const int stage = geo.stage_off(tt);
     for (int i = first; i < last; ++i)
       for (int w = 0; w < L::warps; ++w) {
         std::vector<std::pair<int, int>> lanes;
@@ -245,16 +291,16 @@ struct block_emulation {
             const int h = row0 + 8 * (e & 1), c = col + 8 * (e >> 1);
             x[2 * e] = q[h][c], x[2 * e + 1] = q[h][c + 1];
           }
-          sm.st(tid, S::off_qfrag + 16 * u, x, 16);
-          lanes.push_back({l, S::off_qfrag + 16 * u});
+          sm.st(tid, geo.off_qfrag + 16 * u, x, 16);
+          lanes.push_back({l, geo.off_qfrag + 16 * u});
         }
         bc.check("q fragments", lanes, 16);
       }
   }
 
-  void tile(int it) {
-    const int st = (it & 1) * S::off_stage1;
-    // A .. B: S into the partial scores; loads 0 .. 5 of the next tile stored.
+  // S over tile it's stage into the partial scores.
+  void s_phase(int it) {
+    const int st = geo.stage_off(it);
     for (int warp = 0; warp < L::warps; ++warp) {
       const int mh = warp & 1, part = warp >> 1;
       float sc[2][4][32][4] = {};
@@ -264,7 +310,7 @@ struct block_emulation {
         for (int ml = 0; ml < 2; ++ml) {
           std::vector<std::pair<int, int>> lanes;
           for (int l = 0; l < 32; ++l) {
-            const int addr = S::off_qfrag + L::qfrag_off(2 * mh + ml, ks, l);
+            const int addr = geo.off_qfrag + L::qfrag_off(2 * mh + ml, ks, l);
             sm.ld(32 * warp + l, addr, &qa[ml][l], 16);
             lanes.push_back({l, addr});
           }
@@ -288,21 +334,20 @@ struct block_emulation {
           for (int qq = 0; qq < 2; ++qq) {
             std::vector<std::pair<int, int>> lanes;
             for (int l = 0; l < 32; ++l) {
-              const float v[4] = {sc[ml][2 * qq][l][2 * hr], sc[ml][2 * qq][l][2 * hr + 1], sc[ml][2 * qq + 1][l][2 * hr],
-                                  sc[ml][2 * qq + 1][l][2 * hr + 1]};
-              const int addr = S::sp_off(L::sp_hole(part, mh, 2 * ml + hr, qq, l));
+              const float v[4] = {sc[ml][2 * qq][l][2 * hr], sc[ml][2 * qq][l][2 * hr + 1],
+                                  sc[ml][2 * qq + 1][l][2 * hr], sc[ml][2 * qq + 1][l][2 * hr + 1]};
+              const int addr = geo.off_sp + S::sp_off(L::sp_hole(part, mh, 2 * ml + hr, qq, l));
               sm.st(32 * warp + l, addr, v, 16);
               lanes.push_back({l, addr});
             }
             bc.check("partial score store", lanes, 16);
           }
     }
-    store_tile(it + 1, 0, S::loads_first);
-    load_tile(it + 1, S::loads_first, S::loads);
-    sm.barrier("tile " + std::to_string(it) + " B .. C");
+  }
 
-    // B .. C: the softmax threads gather their rows' scores (checked against Q K^T) and
-    // store P (the given p) as the kernel stores its probabilities.
+  // The softmax threads gather their rows' scores (checked against Q K^T) and store P (the
+  // given p) as the kernel stores its probabilities, and the rows' corrections (t == 0).
+  void softmax_phase(int it) {
     for (int warp = 0; warp < L::warps; ++warp) {
       const int mh = warp & 1, part = warp >> 1;
       const int mt_s = 2 * mh + (part >> 1), hi_s = part & 1;
@@ -312,7 +357,7 @@ struct block_emulation {
           std::vector<std::pair<int, int>> lanes;
           for (int l = 0; l < 32; ++l) {
             float y[4];
-            const int addr = S::sp_off(L::sp_hole(kq, mh, part, qq, l));
+            const int addr = geo.off_sp + S::sp_off(L::sp_hole(kq, mh, part, qq, l));
             sm.ld(32 * warp + l, addr, y, 16);
             lanes.push_back({l, addr});
             for (int e = 0; e < 4; ++e) v[l][4 * qq + e] = (kq == 0 ? 0.0f : v[l][4 * qq + e]) + y[e];
@@ -327,7 +372,8 @@ struct block_emulation {
           for (int d = 0; d < L::dim; ++d) want += static_cast<float>(q[row_s][d]) * (j < nk ? cache[slots[j]][d] : 0);
           if (v[l][e] != want)
             problems.push_back("tile " + std::to_string(it) + ": S[" + std::to_string(row_s) + "][" +
-                               std::to_string(key) + "] = " + std::to_string(v[l][e]) + ", want " + std::to_string(want));
+                               std::to_string(key) + "] = " + std::to_string(v[l][e]) + ", want " +
+                               std::to_string(want));
         }
       }
       for (int kp = 0; kp < 2; ++kp) {
@@ -336,25 +382,39 @@ struct block_emulation {
           const int g = l >> 2, t = l & 3, row_s = 16 * mt_s + 8 * hi_s + g;
           // n tiles 2 kp, 2 kp + 1: keys 16 kp + 2 t .. and 16 kp + 8 + 2 t ..
           const int k0 = 16 * kp + 2 * t, k1 = k0 + 8;
-          const uint32_t w[2] = {pack(p[it][row_s][k0], p[it][row_s][k0 + 1]), pack(p[it][row_s][k1], p[it][row_s][k1 + 1])};
-          const int addr = S::pf_off(mt_s, kp, l) + S::pf_half(hi_s, l);
+          const uint32_t w[2] = {pack(p[it][row_s][k0], p[it][row_s][k0 + 1]),
+                                 pack(p[it][row_s][k1], p[it][row_s][k1 + 1])};
+          const int addr = geo.off_pf + S::pf_off(mt_s, kp, l) + S::pf_half(hi_s, l);
           sm.st(32 * warp + l, addr, w, 8);
           lanes.push_back({l, addr});
         }
         bc.check("P store", lanes, 8);
       }
+      for (int l = 0; l < 32; l += 4) {
+        const float one = 1.0f;
+        sm.st(32 * warp + l, geo.off_alpha + 4 * (16 * mt_s + 8 * hi_s + (l >> 2)), &one, 4);
+      }
     }
-    sm.barrier("tile " + std::to_string(it) + " C .. A");
+  }
 
-    // C .. A: O += P V over latent dims 64 warp ..; the rest of the next tile stored.
+  // O += P V over latent dims 64 warp .. from tile it's stage (the corrections read, all 1).
+  void pv_phase(int it) {
+    const int st = geo.stage_off(it);
     for (int warp = 0; warp < L::warps; ++warp) {
+      for (int mt = 0; mt < 4; ++mt)
+        for (int hr = 0; hr < 2; ++hr)
+          for (int l = 0; l < 32; ++l) {
+            float al = 0.0f;
+            sm.ld(32 * warp + l, geo.off_alpha + 4 * (16 * mt + 8 * hr + (l >> 2)), &al, 4);
+            if (al != 1.0f) problems.push_back("corrections");
+          }
       for (int kp = 0; kp < 2; ++kp) {
         u4 pa[4][32];
         for (int mt = 0; mt < 4; ++mt) {
           std::vector<std::pair<int, int>> lanes;
           for (int l = 0; l < 32; ++l) {
             u4 w;
-            const int addr = S::pf_off(mt, kp, l);
+            const int addr = geo.off_pf + S::pf_off(mt, kp, l);
             sm.ld(32 * warp + l, addr, &w, 16);
             lanes.push_back({l, addr});
             pa[mt][l] = S::pf_regs(w, l);
@@ -371,30 +431,67 @@ struct block_emulation {
           for (int mt = 0; mt < 4; ++mt) {
             float c0[32][4], c1[32][4];
             for (int l = 0; l < 32; ++l)
-              for (int i = 0; i < 4; ++i) c0[l][i] = o[32 * warp + l][mt][2 * dp][i], c1[l][i] = o[32 * warp + l][mt][2 * dp + 1][i];
+              for (int i = 0; i < 4; ++i) {
+                c0[l][i] = o[32 * warp + l][mt][2 * dp][i];
+                c1[l][i] = o[32 * warp + l][mt][2 * dp + 1][i];
+              }
             mma(c0, pa[mt], b0, b1);
             mma(c1, pa[mt], b2, b3);
             for (int l = 0; l < 32; ++l)
-              for (int i = 0; i < 4; ++i) o[32 * warp + l][mt][2 * dp][i] = c0[l][i], o[32 * warp + l][mt][2 * dp + 1][i] = c1[l][i];
+              for (int i = 0; i < 4; ++i) {
+                o[32 * warp + l][mt][2 * dp][i] = c0[l][i];
+                o[32 * warp + l][mt][2 * dp + 1][i] = c1[l][i];
+              }
           }
         }
       }
     }
-    store_tile(it + 1, S::loads_first, S::loads);
-    sm.barrier("tile " + std::to_string(it + 1) + " A .. B");
   }
 
+  // The kernels' main loops (mla_decode_tc16_kernel), barrier for barrier.
   void run() {
-    sm.phase = "prologue";
-    load_tile(0, 0, S::loads);
-    q_fragments();
-    store_tile(0, 0, S::loads);
-    sm.barrier("tile 0 A .. B");
     const int n_tiles = (nk + L::keys - 1) / L::keys;
-    for (int it = 0; it < n_tiles; ++it) {
-      load_tile(it + 1, 0, S::loads_first);
-      tile(it);
+    sm.barrier("prologue");  // after the slot table
+    const int ls = S::loads_s, le = S::loads;
+    prefetch_tile(1);
+    if (geo.stages == 3) prefetch_tile(2);
+    load_tile(0, 0, le);
+    q_fragments();
+    store_tile(0, 0, le);
+    if (geo.stages == 3) {
+      const int mid = le - ls;
+      load_tile(1, 0, mid);
+      store_tile(1, 0, mid);
+      load_tile(1, mid, le);
+      sm.barrier("tile 0 S .. B");
+      for (int it = 0; it < n_tiles; ++it) {
+        s_phase(it);
+        store_tile(it + 1, mid, le);
+        sm.barrier("tile " + std::to_string(it) + " B .. C");
+        prefetch_tile(it + 3);
+        load_tile(it + 2, 0, mid);
+        softmax_phase(it);
+        sm.barrier("tile " + std::to_string(it) + " C .. tile " + std::to_string(it + 1) + " B");
+        pv_phase(it);
+        store_tile(it + 2, 0, mid);
+        load_tile(it + 2, mid, le);
+      }
+    } else {
+      for (int it = 0; it < n_tiles; ++it) {
+        sm.barrier("tile " + std::to_string(it) + " A .. B");
+        prefetch_tile(it + 2);
+        load_tile(it + 1, 0, ls);
+        s_phase(it);
+        store_tile(it + 1, 0, ls);
+        load_tile(it + 1, ls, le);
+        sm.barrier("tile " + std::to_string(it) + " B .. C");
+        softmax_phase(it);
+        sm.barrier("tile " + std::to_string(it) + " C .. A");
+        pv_phase(it);
+        store_tile(it + 1, ls, le);
+      }
     }
+    sm.barrier("epilogue");
     // O against sum over tiles of P V: thread (warp, g, t) holds heads 16 mt + g (+ 8) and
     // latent dims 64 warp + 8 n + 2 t (+ 1).
     int bad = 0;
@@ -430,19 +527,24 @@ BOOST_AUTO_TEST_CASE(regions_fit_and_do_not_overlap) {
     const char* name;
     int lo, hi;
   };
-  const std::vector<region> rs{{"stage 0", 0, S::stage_bytes},
-                               {"stage 1", S::off_stage1, S::off_stage1 + S::stage_bytes},
-                               {"q fragments", S::off_qfrag, S::off_qfrag + L::qfrag_bytes},
-                               {"partial scores", S::off_sp, S::off_sp + 16 * S::sp_units},
-                               {"P", S::off_pf, S::off_pf + 16 * S::pf_units},
-                               {"alpha", S::off_alpha, S::off_alpha + 4 * L::heads},
-                               {"slots", S::off_slots, S::off_slots + 4 * L::max_chunk}};
-  for (size_t i = 0; i < rs.size(); ++i) {
-    BOOST_TEST(rs[i].lo % 16 == 0, rs[i].name);
-    BOOST_TEST(rs[i].hi <= S::smem_bytes, rs[i].name);
-    for (size_t j = 0; j < i; ++j) BOOST_TEST((rs[i].hi <= rs[j].lo || rs[j].hi <= rs[i].lo), rs[i].name << " / " << rs[j].name);
+  for (const geometry& g : {geometry::of<2>(), geometry::of<3>()}) {
+    std::vector<region> rs;
+    for (int st = 0; st < g.stages; ++st) rs.push_back({"stage", g.stage_off(st), g.stage_off(st) + S::stage_bytes});
+    rs.push_back({"q fragments", g.off_qfrag, g.off_qfrag + L::qfrag_bytes});
+    rs.push_back({"partial scores", g.off_sp, g.off_sp + 16 * S::sp_units});
+    rs.push_back({"P", g.off_pf, g.off_pf + 16 * S::pf_units});
+    rs.push_back({"alpha", g.off_alpha, g.off_alpha + 4 * L::heads});
+    rs.push_back({"slots", g.off_slots, g.off_slots + 4 * L::max_chunk});
+    for (size_t i = 0; i < rs.size(); ++i) {
+      BOOST_TEST(rs[i].lo % 16 == 0, rs[i].name);
+      BOOST_TEST(rs[i].hi <= g.smem_bytes, rs[i].name);
+      for (size_t j = 0; j < i; ++j)
+        BOOST_TEST((rs[i].hi <= rs[j].lo || rs[j].hi <= rs[i].lo), rs[i].name << " / " << rs[j].name);
+    }
+    BOOST_TEST(g.smem_bytes <= 232448);  // an H100 / H200 block
   }
-  BOOST_TEST(S::smem_bytes == 194816);
+  BOOST_TEST(geometry::of<2>().smem_bytes == 194816);
+  BOOST_TEST(geometry::of<3>().smem_bytes == 231680);
   // Every unit index the kernel forms stays inside its region.
   int max_sp = 0, max_pf = 0;
   for (int kq = 0; kq < L::kparts; ++kq)
@@ -454,7 +556,7 @@ BOOST_AUTO_TEST_CASE(regions_fit_and_do_not_overlap) {
     for (int kp = 0; kp < 2; ++kp)
       for (int l = 0; l < 32; ++l) max_pf = std::max(max_pf, S::pf_off(mt, kp, l) + 16);
   BOOST_TEST(max_sp < S::sp_units);
-  BOOST_TEST(max_pf == S::off_pf + 16 * S::pf_units);
+  BOOST_TEST(max_pf == 16 * S::pf_units);
 }
 
 BOOST_AUTO_TEST_CASE(tile_loads_cover_each_row_once) {
@@ -489,16 +591,17 @@ BOOST_AUTO_TEST_CASE(tile_loads_cover_each_row_once) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(two_tiles_emulated) {
+BOOST_AUTO_TEST_CASE(tiles_emulated) {
   std::mt19937 rng(7);
-  for (int nk : {64, 45, 33}) {  // full second tile, partial, one key
-    block_emulation e(nk, rng);
-    e.run();
-    const std::string what = "nk " + std::to_string(nk);
-    report(e.problems, what + " (values)");
-    report(e.sm.problems, what + " (races)");
-    report(e.bc.problems, what + " (bank conflicts)");
-  }
+  for (const geometry& g : {geometry::of<2>(), geometry::of<3>()})
+    for (int nk : {96, 77, 64, 45, 33, 32, 1}) {  // 3 full tiles, partial last tiles, one key
+      auto e = std::make_unique<block_emulation>(g, nk, rng);
+      e->run();
+      const std::string what = std::to_string(g.stages) + " stages, nk " + std::to_string(nk);
+      report(e->problems, what + " (values)");
+      report(e->sm.problems, what + " (races)");
+      report(e->bc.problems, what + " (bank conflicts)");
+    }
 }
 
 BOOST_AUTO_TEST_CASE(the_model_sees_conflicts) {

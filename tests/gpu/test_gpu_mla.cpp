@@ -29,11 +29,12 @@
 //    kernel at these tests' statistics gives 2.1e-4 .. 3.8e-4 per row (norm-wise) at
 //    contexts 1 .. 8192, dense and top-k. 3e-3 leaves ~8x of margin and still catches a
 //    wrong key, head or position (O(1) errors). The f32 kernel's ~1e-6 shows which ran.
-//    Every step runs three times on the GPU: the tensor-core kernel staging the latent tile
-//    in f16 (the default), the same without its L2 prefetch (TANDEM_CUDA_MLA_TC_PREFETCH=0)
-//    and staging it in f32 (TANDEM_CUDA_MLA_TC_STAGE=f32, the earlier kernel): each must be
-//    within the tolerance, and all equal bit for bit (the same f16 operands enter the same
-//    mma chains in the same order; steps off the tensor cores run the f32 kernel each time).
+//    Every step runs four times on the GPU: the tensor-core kernel staging the latent tile
+//    in f16 over three stages (the default), the same without its L2 prefetch
+//    (TANDEM_CUDA_MLA_TC_PREFETCH=0), in f16 over two stages (TANDEM_CUDA_MLA_TC_STAGE=f16s2)
+//    and in f32 (TANDEM_CUDA_MLA_TC_STAGE=f32, the earlier kernel): each must be within the
+//    tolerance, and all equal bit for bit (the same f16 operands enter the same mma chains in
+//    the same order; steps off the tensor cores run the f32 kernel each time).
 //  - dsa_indexer: the chosen positions are compared with naive double scores (the CPU
 //    test's method): entry j must be a new causal position whose score is within 1e-4
 //    (relative to 1 + |score|) of the j-th best, -1 past the context; random scores may be
@@ -115,8 +116,8 @@ struct scoped_env {
   scoped_env(const scoped_env&) = delete;
   scoped_env& operator=(const scoped_env&) = delete;
 };
-// The tensor-core kernel's variants: f16 staging (the default), the same without its L2
-// prefetch, f32 staging (the earlier kernel).
+// The tensor-core kernel's variants: f16 staging with three stages (the default), the same
+// without its L2 prefetch, f16 staging with two stages, f32 staging (the earlier kernel).
 struct tc_variant {
   const char* name;
   const char* stage;
@@ -124,8 +125,9 @@ struct tc_variant {
 };
 constexpr tc_variant tc_variants[] = {{"f16 staging", "f16", "1"},
                                       {"f16 staging, no L2 prefetch", "f16", "0"},
+                                      {"f16 staging, 2 stages", "f16s2", "1"},
                                       {"f32 staging", "f32", "1"}};
-constexpr int n_tc_variants = 3;
+constexpr int n_tc_variants = 4;
 struct tc_stage {
   scoped_env stage, prefetch;
   explicit tc_stage(const tc_variant& v)
@@ -550,13 +552,17 @@ BOOST_AUTO_TEST_CASE(mla_decode_tensor_cores_recorded) {
       const double ed = worst_row_err(gd[si], od, n), ek = worst_row_err(gk[si], ok, n);
       const char* vn = tc_variants[si].name;
       BOOST_TEST_MESSAGE("recorded round " << round << " (" << vn << "): dense " << ed << ", top-" << k << " " << ek);
-      BOOST_TEST(ed < tc_tol, "round " << round << " (" << vn << "): dense rel err " << ed << " (graphs " << graphs << ")");
-      BOOST_TEST(ek < tc_tol, "round " << round << " (" << vn << "): top-k rel err " << ek << " (graphs " << graphs << ")");
+      BOOST_TEST(ed < tc_tol, "round " << round << " (" << vn << "): dense rel err " << ed << " (graphs " << graphs
+                                       << ")");
+      BOOST_TEST(ek < tc_tol, "round " << round << " (" << vn << "): top-k rel err " << ek << " (graphs " << graphs
+                                       << ")");
       fx.kv.check_written(b, "recorded decode round " + std::to_string(round) + " (" + vn + ")");
     }
     for (int si = 1; si < n_tc_variants; ++si) {
-      BOOST_TEST(max_abs_diff(gd[0], gd[si]) == 0.0, "round " << round << ": dense, " << tc_variants[si].name << " differs");
-      BOOST_TEST(max_abs_diff(gk[0], gk[si]) == 0.0, "round " << round << ": top-k, " << tc_variants[si].name << " differs");
+      BOOST_TEST(max_abs_diff(gd[0], gd[si]) == 0.0,
+                 "round " << round << ": dense, " << tc_variants[si].name << " differs from " << tc_variants[0].name);
+      BOOST_TEST(max_abs_diff(gk[0], gk[si]) == 0.0,
+                 "round " << round << ": top-k, " << tc_variants[si].name << " differs from " << tc_variants[0].name);
     }
   }
 }

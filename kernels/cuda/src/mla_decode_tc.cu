@@ -5,13 +5,16 @@
 // DeepSeek-V3, Kimi-K2); any head count (groups of 64, the last padded with zero queries).
 // mla_tc_layout.cuh has the shared-memory geometry.
 //
-// Two kernels do the same arithmetic and differ in how a tile of latent rows reaches shared
-// memory: mla_decode_tc16_kernel (the default; described where it is defined) loads it into
-// registers, rounds it to f16 there and stores f16, so shared memory holds and serves f16
-// only; mla_decode_tc_kernel (TANDEM_CUDA_MLA_TC_STAGE=f32, the first kernel, described
-// here) copies the f32 rows in with cp.async and rounds them in shared memory. Their results
-// are bit-identical (gpu_mla checks it); the f16 staging moves 9,984 bytes of shared-memory
-// traffic a key against 14,592 (+384 of bank conflicts), and has 3 barriers a tile, not 4.
+// Three kernels do the same arithmetic and differ in how a tile of latent rows reaches
+// shared memory (TANDEM_CUDA_MLA_TC_STAGE, read at every launch, picks one):
+//   f16 (or unset)  mla_decode_tc16_kernel<3>: loads the tile into registers, rounds it to
+//                   f16 there and stores f16, so shared memory holds and serves f16 only;
+//                   three stages, two barriers a tile (described where it is defined);
+//   f16s2           mla_decode_tc16_kernel<2>: the same over two stages, three barriers;
+//   f32             mla_decode_tc_kernel, the first kernel (described here): cp.async of the
+//                   f32 rows, rounded to f16 in shared memory; four barriers a tile.
+// Their results are bit-identical (gpu_mla checks it); the f16 staging moves 9,984 bytes of
+// shared-memory traffic a key against 14,592 (+384 of bank conflicts).
 //
 // mla_decode_tc_kernel, per block, 8 warps (256 threads, one block per SM: 231,680 bytes
 // of shared memory and up to 255 registers, O alone is 128):
@@ -37,12 +40,13 @@
 //    mla_tc_merge_kernel (a block per (row, head)), launched with PDL and let go only when
 //    every block of this grid is past its tiles.
 //
-// Resources (ptxas -v, nvcc 13.0; 0 bytes stack frame, 0 bytes spill stores / loads for
-// both kernels on both targets):
-//   mla_decode_tc_kernel    sm_90a 255 registers, sm_121a 255; 231,680 bytes of dynamic
-//                           shared memory (the S loop is unrolled by 3, not 9, for no spills)
-//   mla_decode_tc16_kernel  sm_90a 244 registers, sm_121a 255; 194,816 bytes
-//   mla_tc_merge_kernel     sm_90a 39, sm_121a 40; 4,224 bytes static
+// Resources (ptxas -v, nvcc 13.0), registers and spills; dynamic shared memory:
+//   mla_decode_tc_kernel       sm_90a 255, no spills; sm_121a 255, none; 231,680 bytes (the
+//                              S loop is unrolled by 3, not 9, for no spills)
+//   mla_decode_tc16_kernel<3>  sm_90a 244, no spills; sm_121a 255, 32 B spilled; 231,680 bytes
+//   mla_decode_tc16_kernel<2>  sm_90a 244, no spills; sm_121a 255, 12 B spilled; 194,816 bytes
+//   mla_tc_merge_kernel        sm_90a 39, sm_121a 40, none; 4,224 bytes static
+// (sm_121a, GB10, never launches them: its blocks get ~99 KB of shared memory.)
 // mla_decode_tc_kernel: a host emulation
 // of every thread's shared-memory traffic (ldmatrix / mma semantics as the PTX ISA states
 // them, cp.async in flight until wait + barrier) found no race between barriers and no bank
@@ -430,44 +434,50 @@ __global__ void __launch_bounds__(L::threads, 1) mla_decode_tc_kernel(tc_args a)
   }
 }
 
-// ---- f16 staging (the default): the same work as mla_decode_tc_kernel above, but the tile
+// ---- f16 staging (the default): the same work as mla_decode_tc_kernel above, but each tile
 // goes global -> registers (f32) -> f16 -> shared memory, so shared memory holds and serves
-// only f16 (layout: mla_tc::s16). Per tile of 32 keys, three barriers:
-//   A  the tile is in its stage (f16) for everyone; everyone is past the previous tile's P V
-//      (its stage, P and the corrections are free);
-//      the rows of tile it + 2 are prefetched into L2 (one bulk prefetch a row), loads 0 .. 5
-//      of tile it + 1 issued into registers;
-//   S  (as above) -> partial scores; loads 0 .. 5 rounded and stored into the other stage;
-//      loads 6 .. 17 issued;
-//   B  softmax (as above) -> P (8-byte stores, conflict-free) and the corrections;
-//   C  O = O * alpha + P V (as above); loads 6 .. 17 rounded and stored.
-// The register loads find the rows in L2 (prefetched a tile earlier) and have a phase (S)
-// or two (softmax, P V) to arrive. Loads past the split's keys are not issued: zeros.
+// only f16 (layout: mla_tc::s16). Per thread, 18 float4 loads a tile (two rows, 64 floats of
+// a row per load and half-warp); a load past the split's keys is not issued: zeros. The rows
+// are prefetched into L2 a tile before their register loads (one bulk prefetch a row), so
+// those find them in L2 and have a whole phase or two to arrive.
 //
-// Shared-memory traffic per key, bytes (the old kernel's in brackets): tile stores 1152
-// [cp.async 2304 + conversion 2304 read + 1152 write], Q fragments 2304 [2304], K by
-// ldmatrix 2304 [2304], partial scores 1024 + 1024 [same], P 128 written (conflict-free;
-// [4-byte stores, 4-way: 512 in bank cycles]) + 1024 read [1024], V 1024 [1024]: 9,984
-// [14,592 + 384 of conflicts], -32%; and 3 barriers a tile instead of 4. Rounding: the
-// same f16 values (cvt.rn.satfinite = the old clamp and round for every non-NaN input; a
-// NaN stays NaN instead of becoming -65504), the same mma chains in the same order: the
-// results are bit-identical to mla_decode_tc_kernel's (gpu_mla checks it).
+// mla_decode_tc16_kernel<3> (the default), three stages, two barriers a tile:
+//      S(it) (the tile's stage, Q) -> partial scores; loads 12 .. 17 of tile it + 1 stored
+//   B  softmax(it) -> P, corrections; meanwhile tile it + 3 prefetched, loads 0 .. 11 of
+//      tile it + 2 issued
+//   C  P V(it); loads 0 .. 11 of tile it + 2 stored, 12 .. 17 issued; then at once S(it + 1)
+//      (its stage was complete at B(it)): a warp's P V and the next S need no barrier
+//      between them, as tile it + 2's stage was last read by P V(it - 1), before B(it).
+// mla_decode_tc16_kernel<2> (TANDEM_CUDA_MLA_TC_STAGE=f16s2), two stages, three barriers:
+//   A  (tile it in its stage; the other stage free) tile it + 2 prefetched, loads 0 .. 5 of
+//      tile it + 1 issued; S(it); loads 0 .. 5 stored, 6 .. 17 issued
+//   B  softmax(it)
+//   C  P V(it); loads 6 .. 17 stored.
+// Registers in flight: 6 loads (24 registers) over S, next to O's 128 and S's 32
+// accumulators; 12 (48) over softmax and P V. The loads are plain ld.global
+// (L1::no_allocate), not .nc: ptxas may sink a non-coherent load past a bar.sync, and did
+// (a batch issued before a barrier landed after it, with less time to arrive).
 //
-// Resources: 244 registers (sm_90a; 255 on sm_121a), no spills, 194,816 bytes of dynamic
-// shared memory (the file's header lists both kernels). Registers in flight: 6 loads (24
-// registers) over S, next to O's 128 and S's 32 accumulators; 12 (48) over softmax and P V.
-// The loads are plain ld.global (L1::no_allocate), not .nc: ptxas may sink a non-coherent
-// load past a bar.sync, and did (the second batch landed after barrier B, leaving it only
-// P V to arrive).
+// Shared-memory traffic per key, bytes (the f32-staging kernel's in brackets): tile stores
+// 1152 [cp.async 2304 + conversion 2304 read + 1152 write], Q fragments 2304 [2304], K by
+// ldmatrix 2304 [2304], partial scores 1024 + 1024 [same], P 128 written (8-byte stores,
+// conflict-free; [4-byte stores, 4-way: 512 in bank cycles]) + 1024 read [1024], V 1024
+// [1024]: 9,984 [14,592 + 384 of conflicts], -32%. Rounding: the same f16 values
+// (cvt.rn.satfinite = the old clamp and round for every non-NaN input; a NaN stays NaN
+// instead of becoming -65504), the same mma chains in the same order: the results are
+// bit-identical to mla_decode_tc_kernel's (gpu_mla checks it).
+//
+// Resources: 244 registers (sm_90a; 255 on sm_121a), no spills; 231,680 bytes of dynamic
+// shared memory (<3>), 194,816 (<2>); the file's header lists all kernels.
 // tests/cpu/test_mla_tc_layout.cpp (suite unit) replays every thread's shared-memory
-// traffic of two tiles on the host with this file's index functions and the PTX ISA's
-// ldmatrix / mma fragment semantics: S, P V, the stores' coverage, no race between
-// barriers, and every warp-wide access at the fewest wavefronts its width allows.
+// traffic over three tiles on the host, in either kernel's order of phases and barriers,
+// with this file's index functions and the PTX ISA's ldmatrix / mma fragment semantics: S,
+// P V, the stores' coverage, no race between barriers, and every warp-wide access at the
+// fewest wavefronts its width allows.
 namespace S = mla_tc::s16;
 
 // 16 bytes of f32 from global memory into registers (bits), or zeros when !ok (nothing read).
-// Read-only for the kernel's lifetime (the cache rows were written two launches back), not
-// kept in L1 (the rows are read once).
+// Not kept in L1 (the rows are read once).
 __device__ __forceinline__ uint4 ldg_row16(const float* p, bool ok) {
   uint4 v;
   asm volatile(
@@ -490,12 +500,49 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 }
 
+// S over the stage at st: partial scores of k-steps 9 part .. of heads 32 mh .. x 32 keys,
+// to the region at sp.
+__device__ __forceinline__ void tc16_s_phase(uint32_t st, uint32_t qf, uint32_t sp, int mh, int part, int lane) {
+  float sc[2][4][4];
+#pragma unroll
+  for (int ml = 0; ml < 2; ++ml)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) sc[ml][nt][0] = sc[ml][nt][1] = sc[ml][nt][2] = sc[ml][nt][3] = 0.0f;
+#pragma unroll 3
+  for (int kk = 0; kk < L::ks_per_part; ++kk) {
+    const int ks = L::ks_per_part * part + kk;
+    const uint4 qa0 = lds128(qf + L::qfrag_off(2 * mh, ks, lane));
+    const uint4 qa1 = lds128(qf + L::qfrag_off(2 * mh + 1, ks, lane));
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+      uint32_t b0, b1, b2, b3;
+      ldsm_x4(st + S::qk_ldsm_off(lane, np, ks), b0, b1, b2, b3);
+      mma_16816(sc[0][2 * np], qa0, b0, b1);
+      mma_16816(sc[0][2 * np + 1], qa0, b2, b3);
+      mma_16816(sc[1][2 * np], qa1, b0, b1);
+      mma_16816(sc[1][2 * np + 1], qa1, b2, b3);
+    }
+  }
+#pragma unroll
+  for (int ml = 0; ml < 2; ++ml)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+      for (int q = 0; q < 2; ++q)
+        sts128f(sp + S::sp_off(L::sp_hole(part, mh, 2 * ml + hr, q, lane)),
+                make_float4(sc[ml][2 * q][2 * hr], sc[ml][2 * q][2 * hr + 1], sc[ml][2 * q + 1][2 * hr],
+                            sc[ml][2 * q + 1][2 * hr + 1]));
+}
+
+template <int kStages>
 __global__ void __launch_bounds__(L::threads, 1) mla_decode_tc16_kernel(tc_args a) {
+  static_assert(kStages == 2 || kStages == 3);
+  using R = S::regions<kStages>;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sbase = smem_addr(smem);
-  const uint32_t qf = sbase + S::off_qfrag;
-  float* alpha_s = reinterpret_cast<float*>(smem + S::off_alpha);  // [64]: this tile's corrections
-  auto* slots = reinterpret_cast<int32_t*>(smem + S::off_slots);   // [chunk]
+  const uint32_t qf = sbase + R::off_qfrag;
+  float* alpha_s = reinterpret_cast<float*>(smem + R::off_alpha);  // [64]: this tile's corrections
+  auto* slots = reinterpret_cast<int32_t*>(smem + R::off_slots);   // [chunk]
 
   const int r = static_cast<int>(blockIdx.x / static_cast<unsigned>(a.splits));
   const int split = static_cast<int>(blockIdx.x % static_cast<unsigned>(a.splits));
@@ -564,17 +611,22 @@ __global__ void __launch_bounds__(L::threads, 1) mla_decode_tc16_kernel(tc_args 
       ld[i] = ldg_row16(((i & 1) != 0 ? src1 : src0) + 64 * (i >> 1), (i & 1) != 0 ? ok1 : ok0);
   };
   auto store_tile = [&](int tt, auto first, auto last) {  // rounds and stores loads [first, last)
-    const uint32_t dst = sbase + (tt & 1) * S::off_stage1 + ldst;
+    const uint32_t dst = sbase + R::stage_off(tt) + ldst;
 #pragma unroll
     for (int i = decltype(first)::value; i < decltype(last)::value; ++i)
       sts64(dst + S::load_dst_step(i), cvt_h2(ld[i].x, ld[i].y), cvt_h2(ld[i].z, ld[i].w));
   };
+  // <2>: [0, 6) over S, [6, 18) over softmax and P V; <3>: [0, 12) over softmax and P V,
+  // [12, 18) over S.
   using c0 = std::integral_constant<int, 0>;
-  using c1 = std::integral_constant<int, S::loads_first>;
-  using c2 = std::integral_constant<int, S::loads>;
+  using c_mid = std::integral_constant<int, kStages == 2 ? S::loads_s : S::loads - S::loads_s>;
+  using c_end = std::integral_constant<int, S::loads>;
 
+  // Prologue: tile 0 straight from global memory (its load overlaps Q's), <3> also the first
+  // part of tile 1, and its second part in flight into S(0).
   prefetch_tile(1);
-  load_tile(0, c0{}, c2{});
+  if constexpr (kStages == 3) prefetch_tile(2);
+  load_tile(0, c0{}, c_end{});
 
   if (a.early) detail::pdl_wait();  // qcat comes from the previous kernel
 
@@ -600,7 +652,7 @@ __global__ void __launch_bounds__(L::threads, 1) mla_decode_tc16_kernel(tc_args 
                                      pack_h2(x[3].x * a.qscale, x[3].y * a.qscale)));
     }
   }
-  store_tile(0, c0{}, c2{});
+  store_tile(0, c0{}, c_end{});
 
   float o[4][8][4];
 #pragma unroll
@@ -612,91 +664,48 @@ __global__ void __launch_bounds__(L::threads, 1) mla_decode_tc16_kernel(tc_args 
   const int row_s = 16 * mt_s + 8 * hi_s + g;
   float m_run = -INFINITY, l_run = 0.0f;
 
-  for (int it = 0; it < n_tiles; ++it) {
-    const uint32_t st = sbase + (it & 1) * S::off_stage1;
-    __syncthreads();  // A
-    prefetch_tile(it + 2);
-    load_tile(it + 1, c0{}, c1{});  // past the last tile: nothing read, zeros stored (unread)
-
-    // S: partial scores over k-steps 9 part .. of heads 32 mh .. x 32 keys.
-    {
-      float sc[2][4][4];
+  // Softmax of rows row_s over tile it: v[2 nt + j] is key 8 nt + 2 t + j of the tile.
+  auto softmax_phase = [&](int it) {
+    float v[8];
 #pragma unroll
-      for (int ml = 0; ml < 2; ++ml)
+    for (int q = 0; q < 2; ++q) {
+      float4 s = lds128f(sbase + R::off_sp + S::sp_off(L::sp_hole(0, mh, part, q, lane)));
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) sc[ml][nt][0] = sc[ml][nt][1] = sc[ml][nt][2] = sc[ml][nt][3] = 0.0f;
-#pragma unroll 3
-      for (int kk = 0; kk < L::ks_per_part; ++kk) {
-        const int ks = L::ks_per_part * part + kk;
-        const uint4 qa0 = lds128(qf + L::qfrag_off(2 * mh, ks, lane));
-        const uint4 qa1 = lds128(qf + L::qfrag_off(2 * mh + 1, ks, lane));
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          uint32_t b0, b1, b2, b3;
-          ldsm_x4(st + S::qk_ldsm_off(lane, np, ks), b0, b1, b2, b3);
-          mma_16816(sc[0][2 * np], qa0, b0, b1);
-          mma_16816(sc[0][2 * np + 1], qa0, b2, b3);
-          mma_16816(sc[1][2 * np], qa1, b0, b1);
-          mma_16816(sc[1][2 * np + 1], qa1, b2, b3);
-        }
+      for (int kq = 1; kq < L::kparts; ++kq) {
+        const float4 y = lds128f(sbase + R::off_sp + S::sp_off(L::sp_hole(kq, mh, part, q, lane)));
+        s.x += y.x, s.y += y.y, s.z += y.z, s.w += y.w;
       }
-#pragma unroll
-      for (int ml = 0; ml < 2; ++ml)
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr)
-#pragma unroll
-          for (int q = 0; q < 2; ++q)
-            sts128f(sbase + S::sp_off(L::sp_hole(part, mh, 2 * ml + hr, q, lane)),
-                    make_float4(sc[ml][2 * q][2 * hr], sc[ml][2 * q][2 * hr + 1], sc[ml][2 * q + 1][2 * hr],
-                                sc[ml][2 * q + 1][2 * hr + 1]));
+      v[4 * q] = s.x, v[4 * q + 1] = s.y, v[4 * q + 2] = s.z, v[4 * q + 3] = s.w;
     }
-    store_tile(it + 1, c0{}, c1{});
-    load_tile(it + 1, c1{}, c2{});
-    __syncthreads();  // B
-
-    // Softmax of rows row_s: v[2 nt + j] is key 8 nt + 2 t + j of the tile.
-    {
-      float v[8];
+    const int left = nk - it * L::keys;  // valid keys of this tile (>= 1)
+    float mx = -INFINITY;
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        float4 s = lds128f(sbase + S::sp_off(L::sp_hole(0, mh, part, q, lane)));
-#pragma unroll
-        for (int kq = 1; kq < L::kparts; ++kq) {
-          const float4 y = lds128f(sbase + S::sp_off(L::sp_hole(kq, mh, part, q, lane)));
-          s.x += y.x, s.y += y.y, s.z += y.z, s.w += y.w;
-        }
-        v[4 * q] = s.x, v[4 * q + 1] = s.y, v[4 * q + 2] = s.z, v[4 * q + 3] = s.w;
-      }
-      const int left = nk - it * L::keys;  // valid keys of this tile (>= 1)
-      float mx = -INFINITY;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        if (8 * (e >> 1) + 2 * t + (e & 1) >= left) v[e] = -INFINITY;
-        mx = fmaxf(mx, v[e]);
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run, mx);  // finite: every tile has a key
-      const float alpha = ex2(m_run - m_new);
-      m_run = m_new;
-      float sum = 0.0f;
-#pragma unroll
-      for (int kp = 0; kp < 2; ++kp) {  // n tiles 2 kp (a_hi) and 2 kp + 1 (a_hi+2)
-        const __half2 p0 = __floats2half2_rn(ex2(v[4 * kp] - m_new), ex2(v[4 * kp + 1] - m_new));
-        const float2 f0 = __half22float2(p0);
-        sum += f0.x + f0.y;
-        const __half2 p1 = __floats2half2_rn(ex2(v[4 * kp + 2] - m_new), ex2(v[4 * kp + 3] - m_new));
-        const float2 f1 = __half22float2(p1);
-        sum += f1.x + f1.y;
-        sts64(sbase + S::pf_off(mt_s, kp, lane) + S::pf_half(hi_s, lane), *reinterpret_cast<const uint32_t*>(&p0),
-              *reinterpret_cast<const uint32_t*>(&p1));
-      }
-      l_run = l_run * alpha + sum;
-      if (t == 0) alpha_s[row_s] = alpha;
+    for (int e = 0; e < 8; ++e) {
+      if (8 * (e >> 1) + 2 * t + (e & 1) >= left) v[e] = -INFINITY;
+      mx = fmaxf(mx, v[e]);
     }
-    __syncthreads();  // C
-
-    // O = O * alpha + P V over latent dims 64 warp ..
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m_run, mx);  // finite: every tile has a key
+    const float alpha = ex2(m_run - m_new);
+    m_run = m_new;
+    float sum = 0.0f;
+#pragma unroll
+    for (int kp = 0; kp < 2; ++kp) {  // n tiles 2 kp (a_hi) and 2 kp + 1 (a_hi+2), as nt = 0 .. 3
+      const __half2 p0 = __floats2half2_rn(ex2(v[4 * kp] - m_new), ex2(v[4 * kp + 1] - m_new));
+      const float2 f0 = __half22float2(p0);
+      sum += f0.x + f0.y;
+      const __half2 p1 = __floats2half2_rn(ex2(v[4 * kp + 2] - m_new), ex2(v[4 * kp + 3] - m_new));
+      const float2 f1 = __half22float2(p1);
+      sum += f1.x + f1.y;
+      sts64(sbase + R::off_pf + S::pf_off(mt_s, kp, lane) + S::pf_half(hi_s, lane),
+            *reinterpret_cast<const uint32_t*>(&p0), *reinterpret_cast<const uint32_t*>(&p1));
+    }
+    l_run = l_run * alpha + sum;
+    if (t == 0) alpha_s[row_s] = alpha;
+  };
+  // O = O * alpha + P V over latent dims 64 warp .., V from the stage at st.
+  auto pv_phase = [&](uint32_t st) {
 #pragma unroll
     for (int mt = 0; mt < 4; ++mt) {
 #pragma unroll
@@ -710,7 +719,7 @@ __global__ void __launch_bounds__(L::threads, 1) mla_decode_tc16_kernel(tc_args 
     for (int kp = 0; kp < 2; ++kp) {
       uint4 pa[4];
 #pragma unroll
-      for (int mt = 0; mt < 4; ++mt) pa[mt] = S::pf_regs(lds128(sbase + S::pf_off(mt, kp, lane)), lane);
+      for (int mt = 0; mt < 4; ++mt) pa[mt] = S::pf_regs(lds128(sbase + R::off_pf + S::pf_off(mt, kp, lane)), lane);
 #pragma unroll
       for (int dp = 0; dp < 4; ++dp) {
         uint32_t b0, b1, b2, b3;
@@ -722,14 +731,48 @@ __global__ void __launch_bounds__(L::threads, 1) mla_decode_tc16_kernel(tc_args 
         }
       }
     }
-    store_tile(it + 1, c1{}, c2{});
+  };
+
+  if constexpr (kStages == 3) {
+    load_tile(1, c0{}, c_mid{});
+    store_tile(1, c0{}, c_mid{});
+    load_tile(1, c_mid{}, c_end{});
+    __syncthreads();  // tile 0 and the first part of tile 1 in their stages, Q
+    for (int it = 0; it < n_tiles; ++it) {
+      // Past the last tile, loads read nothing and store zeros into a stage nobody reads.
+      tc16_s_phase(sbase + R::stage_off(it), qf, sbase + R::off_sp, mh, part, lane);
+      store_tile(it + 1, c_mid{}, c_end{});  // tile it + 1 complete (visible after B)
+      __syncthreads();                       // B
+      prefetch_tile(it + 3);
+      load_tile(it + 2, c0{}, c_mid{});
+      softmax_phase(it);
+      __syncthreads();  // C
+      pv_phase(sbase + R::stage_off(it));
+      store_tile(it + 2, c0{}, c_mid{});  // its stage was last read by P V(it - 1), before B(it)
+      load_tile(it + 2, c_mid{}, c_end{});
+    }
+  } else {
+    for (int it = 0; it < n_tiles; ++it) {
+      const uint32_t st = sbase + R::stage_off(it);
+      __syncthreads();  // A
+      prefetch_tile(it + 2);
+      load_tile(it + 1, c0{}, c_mid{});  // past the last tile: nothing read, zeros stored (unread)
+      tc16_s_phase(st, qf, sbase + R::off_sp, mh, part, lane);
+      store_tile(it + 1, c0{}, c_mid{});
+      load_tile(it + 1, c_mid{}, c_end{});
+      __syncthreads();  // B
+      softmax_phase(it);
+      __syncthreads();  // C
+      pv_phase(st);
+      store_tile(it + 1, c_mid{}, c_end{});
+    }
   }
 
   detail::pdl_trigger();  // as mla_decode_tc_kernel
 
   // Row sums and maxima to shared memory (the partial scores' region, last read before C
   // of the last tile), then the outputs.
-  float* l_s = reinterpret_cast<float*>(smem + S::off_sp);
+  float* l_s = reinterpret_cast<float*>(smem + R::off_sp);
   float* m_s = l_s + L::heads;
   {
     float l = l_run;
@@ -842,25 +885,26 @@ void mla_attend_tc(const mla_tc_plan& plan, const float* qcat, int heads, const 
     a.part_acc = static_cast<float*>(part);
     a.part_ml = a.part_acc + n * heads * plan.splits * L::rank;
   }
-  // TANDEM_CUDA_MLA_TC_STAGE=f32 runs the f32-staging kernel (to compare; read at every
-  // call, so one process can A/B them: bench_cuda_mla and gpu_mla do).
+  // TANDEM_CUDA_MLA_TC_STAGE picks the kernel: f16 (or unset) mla_decode_tc16_kernel<3>, f16s2
+  // mla_decode_tc16_kernel<2>, f32 mla_decode_tc_kernel (read at every call, so one process
+  // can compare them: bench_cuda_mla and gpu_mla do).
   const char* e = std::getenv("TANDEM_CUDA_MLA_TC_STAGE");
-  const bool f32_stage = e != nullptr && std::string(e) == "f32";
-  static bool sized[16][2] = {};  // the attribute is per device
+  const std::string stage = e != nullptr ? e : "";
+  const int kind = stage == "f32" ? 0 : stage == "f16s2" ? 1 : 2;
+  static bool sized[16][3] = {};  // the attribute is per device
   int dev = 0;
   cudaGetDevice(&dev);
-  if (!sized[dev & 15][f32_stage]) {
-    if (f32_stage)
-      cudaFuncSetAttribute(mla_decode_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::smem_bytes);
-    else
-      cudaFuncSetAttribute(mla_decode_tc16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::smem_bytes);
-    sized[dev & 15][f32_stage] = true;
-  }
   const dim3 grid(static_cast<unsigned>(n * plan.splits), static_cast<unsigned>(plan.head_groups));
-  if (f32_stage)
-    detail::launch_pdl(mla_decode_tc_kernel, grid, dim3(L::threads), static_cast<size_t>(L::smem_bytes), stream, a);
-  else
-    detail::launch_pdl(mla_decode_tc16_kernel, grid, dim3(L::threads), static_cast<size_t>(S::smem_bytes), stream, a);
+  auto launch = [&](auto kernel, int smem) {
+    if (!sized[dev & 15][kind]) {
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      sized[dev & 15][kind] = true;
+    }
+    detail::launch_pdl(kernel, grid, dim3(L::threads), static_cast<size_t>(smem), stream, a);
+  };
+  if (kind == 0) launch(mla_decode_tc_kernel, L::smem_bytes);
+  else if (kind == 1) launch(mla_decode_tc16_kernel<2>, S::regions<2>::smem_bytes);
+  else launch(mla_decode_tc16_kernel<3>, S::regions<3>::smem_bytes);
   if (plan.splits > 1)
     detail::launch_pdl(mla_tc_merge_kernel, dim3(static_cast<unsigned>(n), static_cast<unsigned>(heads)),
                        dim3(merge_threads), size_t{0}, stream, a);
