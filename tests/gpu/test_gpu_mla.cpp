@@ -278,11 +278,19 @@ struct mla_pair {
     dvec<float> dq(gpu(), q), da(gpu(), a), dout(gpu(), n * c.heads * c.v);
     dvec<int32_t> dsel(gpu(), sel);
     // Every variant of the tensor-core kernel on the same inputs (later runs write the same
-    // cache rows again); the first one's error is returned.
+    // cache rows again); the first one's error is returned. Before each later variant a step
+    // on other queries overwrites the backend's scratch (o_lat, the splits' partials), so a
+    // variant that failed to write them would not pass on its predecessor's.
     std::vector<float> outs[n_tc_variants];
     double errs[n_tc_variants] = {};
+    dvec<float> dq_other(gpu(), scaled(test::random_floats(rng(), n * c.heads * qd), c.q_scale)),
+        dout_other(gpu(), n * c.heads * c.v);
     for (int si = 0; si < n_tc_variants; ++si) {
       const tc_stage stage(tc_variants[si]);
+      if (si > 0)
+        gpu().mla_attention(dq_other.view({n, c.heads, qd}), da.view({n, ad}), *wg, *kv.g, 0, b.dev, p,
+                            k > 0 ? dsel.view({n, k}) : tensor_view{}, dout_other.view({n, c.heads, c.v}));
+      dout.poison();
       gpu().mla_attention(dq.view({n, c.heads, qd}), da.view({n, ad}), *wg, *kv.g, 0, b.dev, p,
                           k > 0 ? dsel.view({n, k}) : tensor_view{}, dout.view({n, c.heads, c.v}));
       outs[si] = dout.host();
@@ -546,6 +554,13 @@ BOOST_AUTO_TEST_CASE(mla_decode_tensor_cores_recorded) {
     std::vector<float> gd[n_tc_variants], gk[n_tc_variants];
     for (int si = 0; si < n_tc_variants; ++si) {
       const tc_stage stage(tc_variants[si]);
+      if (si > 0) {  // other queries through the scratch first (as in mla_pair::step)
+        std::vector<float> other = scaled(test::random_floats(rng(), n * s.heads * qd), s.q_scale);
+        gpu().copy_to_device(q.buf->data(), other.data(), other.size() * 4);
+        body();
+        gpu().copy_to_device(q.buf->data(), hq.data(), hq.size() * 4);
+      }
+      out_d.poison(), out_k.poison();
       gpu().run_recorded(0x6d6c6174 + static_cast<uint64_t>(si) * 0x100000000ull, body);
       const size_t graphs = gpu().recorded_graphs();
       gd[si] = out_d.host(), gk[si] = out_k.host();
