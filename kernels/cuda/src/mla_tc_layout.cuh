@@ -1,12 +1,16 @@
 #pragma once
 // Geometry of mla_decode_tc.cu (MLA decode on tensor cores): its shared memory, the mma
 // fragments' homes and the lanes' ldmatrix addresses, as plain index functions usable on the
-// host too (a host emulation of the kernel's data movement checks them against a naive
-// formulation). Everything here is a byte offset or an index; no memory is touched.
+// host too: tests/cpu/test_mla_tc_layout.cpp emulates the f16-staging kernels' data
+// movement with them against a naive formulation. Everything here is a byte offset or an
+// index; no memory is touched.
 //
 // Shapes: a block owns one query row, one group of 64 heads and one split of the row's keys;
 // the latent row is rank 512 + rope 64 = 576 f32 (2304 bytes); keys go in tiles of 32.
 //
+// The f32-staging kernel (mla_decode_tc_kernel, TANDEM_CUDA_MLA_TC_STAGE=f32); the f16
+// staging's geometry is namespace s16 below, which shares the head / k-step split, the Q
+// fragments and the partial scores' unit numbering (sp_hole) with it.
 // A stage holds one tile of 32 cache rows as f32, row-major (2304 bytes a row), each row's
 // 16-byte chunks XOR-swizzled inside their 128-byte group: logical chunk c of row r sits at
 // chunk (c & ~7) | ((c ^ r) & 7). After the tile lands, every 8 floats (f32 chunks 2k and
