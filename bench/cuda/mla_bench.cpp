@@ -14,9 +14,15 @@
 // queries (147 KB a row, read from L2 by each split's block), the splits' partials (131 KB
 // per row and split, written then merged) and o_lat: ~50 MB at 32 x 8k against the 663 MB
 // counted, mostly L2-resident, so the % of copy is a slight understatement.
-// TANDEM_CUDA_MLA_TC=0 runs the f32 kernel instead (to compare).
+// TANDEM_CUDA_MLA_TC=0 runs the f32 kernel instead (to compare). With the tensor-core
+// kernel, every case runs each of its variants side by side (TANDEM_CUDA_MLA_TC_STAGE, set
+// per run): f16 (the default: the latent tile global -> registers -> f16 -> shared memory,
+// three stages, two barriers a tile), f16s2 (the same over two stages, three barriers) and
+// f32 (cp.async of the f32 rows, rounded to f16 in shared memory: the earlier kernel);
+// --stage all adds f16-nopf (f16 without its L2 prefetch, TANDEM_CUDA_MLA_TC_PREFETCH=0),
+// --stage f16|f16s2|f16-nopf|f32 runs that one alone.
 //
-//   build/bench/cuda/bench_cuda_mla [--seqs 1,8,32] [--contexts 8192,32768]
+//   build/bench/cuda/bench_cuda_mla [--seqs 1,8,32] [--contexts 8192,32768] [--stage NAME]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -39,12 +45,19 @@ using namespace tandem;
 
 int main(int argc, char** argv) try {
   std::vector<int64_t> seqs{1, 8, 32}, contexts{8192, 32768};
+  std::string stage_arg = "default";  // f16, f16s2, f32
+  const std::vector<std::string> variants{"f16", "f16-nopf", "f16s2", "f32"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seqs" && i + 1 < argc) seqs = bench::parse_list(argv[++i]);
     else if (a == "--contexts" && i + 1 < argc) contexts = bench::parse_list(argv[++i]);
+    else if (a == "--stage" && i + 1 < argc &&
+             (std::string(argv[i + 1]) == "all" ||
+              std::find(variants.begin(), variants.end(), argv[i + 1]) != variants.end()))
+      stage_arg = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_cuda_mla [--seqs a,b] [--contexts a,b]\n");
+      std::fprintf(stderr,
+                   "usage: bench_cuda_mla [--seqs a,b] [--contexts a,b] [--stage all|f16|f16-nopf|f16s2|f32]\n");
       return 2;
     }
   }
@@ -52,17 +65,28 @@ int main(int argc, char** argv) try {
   const int lat = rank + rope;
   cuda::cuda_backend be;
   const bench::device_info dev = bench::device_banner(be.stream());
+  bool tc = false;
   {
     cudaDeviceProp prop{};
     int d = 0;
     cudaGetDevice(&d);
     cudaGetDeviceProperties(&prop, d);
     const char* e = std::getenv("TANDEM_CUDA_MLA_TC");
-    const bool tc = (e == nullptr || std::string(e) != "0") &&
-                    cuda::mla_tc_supported(heads, rank, rope, prop.sharedMemPerBlockOptin);
+    tc = (e == nullptr || std::string(e) != "0") &&
+         cuda::mla_tc_supported(heads, rank, rope, prop.sharedMemPerBlockOptin);
     std::printf("decode attention: %s\n", tc ? "tensor cores (mla_attend_tc: f16 operands, f32 accumulation)"
                                               : "f32 CUDA cores (mla_attend)");
   }
+  // The tensor-core kernel's stagings to run (TANDEM_CUDA_MLA_TC_STAGE, read at every call).
+  std::vector<std::string> stages;
+  for (const std::string& v : variants)
+    if (tc && (stage_arg == v || stage_arg == "all" || (stage_arg == "default" && v != "f16-nopf")))
+      stages.push_back(v);
+  if (!tc) stages.push_back("");
+  const char* env_stage = std::getenv("TANDEM_CUDA_MLA_TC_STAGE");
+  const std::string saved_stage = env_stage != nullptr ? env_stage : "";
+  const char* env_pf = std::getenv("TANDEM_CUDA_MLA_TC_PREFETCH");
+  const std::string saved_pf = env_pf != nullptr ? env_pf : "";
 
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 0.05f);
@@ -107,7 +131,8 @@ int main(int argc, char** argv) try {
   p.rope_dims = rope;
   p.rope_theta = 1e6f;
   p.scale = 1.0f / std::sqrt(float(nope + rope));
-  std::printf("\n| seqs | context | mode | ms | latent MB read | GB/s | %% of copy |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
+  std::printf("\n| seqs | context | mode | staging | ms | latent MB read | GB/s | %% of copy |\n"
+              "| ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |\n");
   for (int64_t C : contexts)
     for (int64_t N : seqs) {
       const int64_t P = (C + 1 + page - 1) / page;
@@ -145,17 +170,26 @@ int main(int argc, char** argv) try {
       const tensor_view kv_a = tensor_view::contiguous(kva->data(), dtype::f32, {N, lat}, be.dev());
       const tensor_view ov = tensor_view::contiguous(out->data(), dtype::f32, {N, heads, vd}, be.dev());
       const tensor_view tv = tensor_view::contiguous(topk->data(), dtype::i32, {N, topk_n}, be.dev());
-      for (int sparse = 0; sparse < 2; ++sparse) {
-        const double ms = bench::median_ms(be.stream(), 2, 9, [&] {
-          be.mla_attention(qv, kv_a, *w, *kv, 0, b, p, sparse ? tv : tensor_view{}, ov);
-        });
-        const double rows = double(N) * (sparse ? double(K) : double(C + 1));
-        const double bytes = rows * lat * 4 + weight_bytes;
-        const double gbs = bytes / (ms * 1e-3) / 1e9;
-        std::printf("| %lld | %lld | %s | %.3f | %.0f | %.0f | %.0f%% |\n", static_cast<long long>(N),
-                    static_cast<long long>(C), sparse ? "top-2048" : "dense", ms, rows * lat * 4 / 1e6, gbs,
-                    100.0 * gbs / dev.copy);
-      }
+      for (int sparse = 0; sparse < 2; ++sparse)
+        for (const std::string& stage : stages) {
+          if (!stage.empty()) setenv("TANDEM_CUDA_MLA_TC_STAGE", stage == "f16-nopf" ? "f16" : stage.c_str(), 1);
+          if (stage == "f16-nopf") setenv("TANDEM_CUDA_MLA_TC_PREFETCH", "0", 1);
+          else if (env_pf != nullptr) setenv("TANDEM_CUDA_MLA_TC_PREFETCH", saved_pf.c_str(), 1);
+          else unsetenv("TANDEM_CUDA_MLA_TC_PREFETCH");
+          const double ms = bench::median_ms(be.stream(), 2, 9, [&] {
+            be.mla_attention(qv, kv_a, *w, *kv, 0, b, p, sparse ? tv : tensor_view{}, ov);
+          });
+          const double rows = double(N) * (sparse ? double(K) : double(C + 1));
+          const double bytes = rows * lat * 4 + weight_bytes;
+          const double gbs = bytes / (ms * 1e-3) / 1e9;
+          std::printf("| %lld | %lld | %s | %s | %.3f | %.0f | %.0f | %.0f%% |\n", static_cast<long long>(N),
+                      static_cast<long long>(C), sparse ? "top-2048" : "dense", stage.empty() ? "-" : stage.c_str(), ms,
+                      rows * lat * 4 / 1e6, gbs, 100.0 * gbs / dev.copy);
+        }
+      if (env_stage != nullptr) setenv("TANDEM_CUDA_MLA_TC_STAGE", saved_stage.c_str(), 1);
+      else unsetenv("TANDEM_CUDA_MLA_TC_STAGE");
+      if (env_pf != nullptr) setenv("TANDEM_CUDA_MLA_TC_PREFETCH", saved_pf.c_str(), 1);
+      else unsetenv("TANDEM_CUDA_MLA_TC_PREFETCH");
     }
   return 0;
 } catch (const std::exception& e) {

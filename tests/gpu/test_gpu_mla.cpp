@@ -29,6 +29,12 @@
 //    kernel at these tests' statistics gives 2.1e-4 .. 3.8e-4 per row (norm-wise) at
 //    contexts 1 .. 8192, dense and top-k. 3e-3 leaves ~8x of margin and still catches a
 //    wrong key, head or position (O(1) errors). The f32 kernel's ~1e-6 shows which ran.
+//    Every step runs four times on the GPU: the tensor-core kernel staging the latent tile
+//    in f16 over three stages (the default), the same without its L2 prefetch
+//    (TANDEM_CUDA_MLA_TC_PREFETCH=0), in f16 over two stages (TANDEM_CUDA_MLA_TC_STAGE=f16s2)
+//    and in f32 (TANDEM_CUDA_MLA_TC_STAGE=f32, the earlier kernel): each must be within the
+//    tolerance, and all equal bit for bit (the same f16 operands enter the same mma chains in
+//    the same order; steps off the tensor cores run the f32 kernel each time).
 //  - dsa_indexer: the chosen positions are compared with naive double scores (the CPU
 //    test's method): entry j must be a new causal position whose score is within 1e-4
 //    (relative to 1 + |score|) of the j-th best, -1 past the context; random scores may be
@@ -90,6 +96,51 @@ double worst_row_err(const std::vector<float>& got, const std::vector<float>& wa
     worst = std::max(worst, test::rel_err(g, w));
   }
   return worst;
+}
+
+// Sets an environment variable for its lifetime (the MLA launcher reads
+// TANDEM_CUDA_MLA_TC_STAGE and TANDEM_CUDA_MLA_TC_PREFETCH at every call), then restores
+// what the environment had.
+struct scoped_env {
+  const char* name;
+  std::string saved;
+  bool had = false;
+  scoped_env(const char* n, const char* v) : name(n) {
+    if (const char* e = std::getenv(name)) saved = e, had = true;
+    setenv(name, v, 1);
+  }
+  ~scoped_env() {
+    if (had) setenv(name, saved.c_str(), 1);
+    else unsetenv(name);
+  }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+};
+// The tensor-core kernel's variants: f16 staging with three stages (the default), the same
+// without its L2 prefetch, f16 staging with two stages, f32 staging (the earlier kernel).
+struct tc_variant {
+  const char* name;
+  const char* stage;
+  const char* prefetch;
+};
+constexpr tc_variant tc_variants[] = {{"f16 staging", "f16", "1"},
+                                      {"f16 staging, no L2 prefetch", "f16", "0"},
+                                      {"f16 staging, 2 stages", "f16s2", "1"},
+                                      {"f32 staging", "f32", "1"}};
+constexpr int n_tc_variants = 4;
+struct tc_stage {
+  scoped_env stage, prefetch;
+  explicit tc_stage(const tc_variant& v)
+      : stage("TANDEM_CUDA_MLA_TC_STAGE", v.stage), prefetch("TANDEM_CUDA_MLA_TC_PREFETCH", v.prefetch) {}
+};
+
+double max_abs_diff(const std::vector<float>& x, const std::vector<float>& y) {
+  double d = x.size() == y.size() ? 0.0 : INFINITY;
+  for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
+    const double e = std::fabs(static_cast<double>(x[i]) - y[i]);
+    d = std::isnan(e) ? INFINITY : std::max(d, e);
+  }
+  return d;
 }
 
 // A batch on the host (for backend.cpu) and the same index arrays in device memory.
@@ -226,17 +277,38 @@ struct mla_pair {
                         k > 0 ? view(sel_c, {n, k}) : tensor_view{}, view(out_c, {n, c.heads, c.v}));
     dvec<float> dq(gpu(), q), da(gpu(), a), dout(gpu(), n * c.heads * c.v);
     dvec<int32_t> dsel(gpu(), sel);
-    gpu().mla_attention(dq.view({n, c.heads, qd}), da.view({n, ad}), *wg, *kv.g, 0, b.dev, p,
-                        k > 0 ? dsel.view({n, k}) : tensor_view{}, dout.view({n, c.heads, c.v}));
-    const std::vector<float> out_g = dout.host();
-    BOOST_TEST((dq.host() == q), what << ": q was modified");
-    BOOST_TEST((da.host() == a), what << ": kv_a was modified");
-    kv.check_written(b, what);
-    const double e = worst_row_err(out_g, out_c, n);
-    BOOST_TEST_MESSAGE(what << ": worst row rel err " << e);
-    BOOST_TEST(e < tol, what << " (heads " << c.heads << ", rank " << c.rank << ", " << name(c.wtype)
-                             << "): worst row rel err " << e);
-    return e;
+    // Every variant of the tensor-core kernel on the same inputs (later runs write the same
+    // cache rows again); the first one's error is returned. Before each later variant a step
+    // on other queries overwrites the backend's scratch (o_lat, the splits' partials), so a
+    // variant that failed to write them would not pass on its predecessor's.
+    std::vector<float> outs[n_tc_variants];
+    double errs[n_tc_variants] = {};
+    dvec<float> dq_other(gpu(), scaled(test::random_floats(rng(), n * c.heads * qd), c.q_scale)),
+        dout_other(gpu(), n * c.heads * c.v);
+    for (int si = 0; si < n_tc_variants; ++si) {
+      const tc_stage stage(tc_variants[si]);
+      if (si > 0)
+        gpu().mla_attention(dq_other.view({n, c.heads, qd}), da.view({n, ad}), *wg, *kv.g, 0, b.dev, p,
+                            k > 0 ? dsel.view({n, k}) : tensor_view{}, dout_other.view({n, c.heads, c.v}));
+      dout.poison();
+      gpu().mla_attention(dq.view({n, c.heads, qd}), da.view({n, ad}), *wg, *kv.g, 0, b.dev, p,
+                          k > 0 ? dsel.view({n, k}) : tensor_view{}, dout.view({n, c.heads, c.v}));
+      outs[si] = dout.host();
+      const std::string tag = what + " (" + tc_variants[si].name + ")";
+      BOOST_TEST((dq.host() == q), tag << ": q was modified");
+      BOOST_TEST((da.host() == a), tag << ": kv_a was modified");
+      kv.check_written(b, tag);
+      errs[si] = worst_row_err(outs[si], out_c, n);
+      BOOST_TEST_MESSAGE(tag << ": worst row rel err " << errs[si]);
+      BOOST_TEST(errs[si] < tol, tag << " (heads " << c.heads << ", rank " << c.rank << ", " << name(c.wtype)
+                                     << "): worst row rel err " << errs[si]);
+    }
+    for (int si = 1; si < n_tc_variants; ++si) {
+      const double d = max_abs_diff(outs[0], outs[si]);
+      BOOST_TEST(d == 0.0, what << ": " << tc_variants[0].name << " and " << tc_variants[si].name << " differ by up to "
+                                << d << " (rel err " << errs[0] << " / " << errs[si] << ")");
+    }
+    return errs[0];
   }
 };
 
@@ -472,18 +544,41 @@ BOOST_AUTO_TEST_CASE(mla_decode_tensor_cores_recorded) {
     gpu().copy_to_device(q.buf->data(), hq.data(), hq.size() * 4);
     gpu().copy_to_device(a.buf->data(), ha.data(), ha.size() * 4);
     gpu().copy_to_device(tk.buf->data(), lists.data(), lists.size() * 4);
-    gpu().run_recorded(0x6d6c6174, body);
-    const size_t graphs = gpu().recorded_graphs();
     std::vector<float> od(static_cast<size_t>(n * s.heads * s.v)), ok(od.size());
     cpu_ref().mla_attention(view(hq, {n, s.heads, qd}), view(ha, {n, ad}), *fx.wc, *fx.kv.c, 0, b.host.batch, p,
                             tensor_view{}, view(od, {n, s.heads, s.v}));
     cpu_ref().mla_attention(view(hq, {n, s.heads, qd}), view(ha, {n, ad}), *fx.wc, *fx.kv.c, 0, b.host.batch, p,
                             view(lists, {n, k}), view(ok, {n, s.heads, s.v}));
-    const double ed = worst_row_err(out_d.host(), od, n), ek = worst_row_err(out_k.host(), ok, n);
-    BOOST_TEST_MESSAGE("recorded round " << round << ": dense " << ed << ", top-" << k << " " << ek);
-    BOOST_TEST(ed < tc_tol, "round " << round << ": dense rel err " << ed << " (graphs " << graphs << ")");
-    BOOST_TEST(ek < tc_tol, "round " << round << ": top-k rel err " << ek << " (graphs " << graphs << ")");
-    fx.kv.check_written(b, "recorded decode round " + std::to_string(round));
+    // Each staging of the kernel as a graph of its own (the launcher picks the kernel when
+    // the graph is recorded).
+    std::vector<float> gd[n_tc_variants], gk[n_tc_variants];
+    for (int si = 0; si < n_tc_variants; ++si) {
+      const tc_stage stage(tc_variants[si]);
+      if (si > 0) {  // other queries through the scratch first (as in mla_pair::step)
+        std::vector<float> other = scaled(test::random_floats(rng(), n * s.heads * qd), s.q_scale);
+        gpu().copy_to_device(q.buf->data(), other.data(), other.size() * 4);
+        body();
+        gpu().copy_to_device(q.buf->data(), hq.data(), hq.size() * 4);
+      }
+      out_d.poison(), out_k.poison();
+      gpu().run_recorded(0x6d6c6174 + static_cast<uint64_t>(si) * 0x100000000ull, body);
+      const size_t graphs = gpu().recorded_graphs();
+      gd[si] = out_d.host(), gk[si] = out_k.host();
+      const double ed = worst_row_err(gd[si], od, n), ek = worst_row_err(gk[si], ok, n);
+      const char* vn = tc_variants[si].name;
+      BOOST_TEST_MESSAGE("recorded round " << round << " (" << vn << "): dense " << ed << ", top-" << k << " " << ek);
+      BOOST_TEST(ed < tc_tol, "round " << round << " (" << vn << "): dense rel err " << ed << " (graphs " << graphs
+                                       << ")");
+      BOOST_TEST(ek < tc_tol, "round " << round << " (" << vn << "): top-k rel err " << ek << " (graphs " << graphs
+                                       << ")");
+      fx.kv.check_written(b, "recorded decode round " + std::to_string(round) + " (" + vn + ")");
+    }
+    for (int si = 1; si < n_tc_variants; ++si) {
+      BOOST_TEST(max_abs_diff(gd[0], gd[si]) == 0.0,
+                 "round " << round << ": dense, " << tc_variants[si].name << " differs from " << tc_variants[0].name);
+      BOOST_TEST(max_abs_diff(gk[0], gk[si]) == 0.0,
+                 "round " << round << ": top-k, " << tc_variants[si].name << " differs from " << tc_variants[0].name);
+    }
   }
 }
 

@@ -1,12 +1,16 @@
 #pragma once
 // Geometry of mla_decode_tc.cu (MLA decode on tensor cores): its shared memory, the mma
 // fragments' homes and the lanes' ldmatrix addresses, as plain index functions usable on the
-// host too (a host emulation of the kernel's data movement checks them against a naive
-// formulation). Everything here is a byte offset or an index; no memory is touched.
+// host too: tests/cpu/test_mla_tc_layout.cpp emulates the f16-staging kernels' data
+// movement with them against a naive formulation. Everything here is a byte offset or an
+// index; no memory is touched.
 //
 // Shapes: a block owns one query row, one group of 64 heads and one split of the row's keys;
 // the latent row is rank 512 + rope 64 = 576 f32 (2304 bytes); keys go in tiles of 32.
 //
+// The f32-staging kernel (mla_decode_tc_kernel, TANDEM_CUDA_MLA_TC_STAGE=f32); the f16
+// staging's geometry is namespace s16 below, which shares the head / k-step split, the Q
+// fragments and the partial scores' unit numbering (sp_hole) with it.
 // A stage holds one tile of 32 cache rows as f32, row-major (2304 bytes a row), each row's
 // 16-byte chunks XOR-swizzled inside their 128-byte group: logical chunk c of row r sits at
 // chunk (c & ~7) | ((c ^ r) & 7). After the tile lands, every 8 floats (f32 chunks 2k and
@@ -109,6 +113,98 @@ MLA_TC_HD int pv_ldsm_off(int lane, int kp, int w, int dp) {
 // cp.async: thread tid copies f32 chunks (tid & 7) + 8 j, j < 18, of tile row tid >> 3.
 MLA_TC_HD int copy_row(int tid) { return tid >> 3; }
 MLA_TC_HD int copy_chunk(int tid, int j) { return (tid & 7) + 8 * j; }
+
+// ---- f16 staging (mla_decode_tc16_kernel<3>, the default, and <2>; TANDEM_CUDA_MLA_TC_STAGE
+// selects: f16 / f16s2 / f32 for the f32-staging kernel above). Each thread loads its share
+// of a later tile from global memory into registers (f32), rounds it to f16 there and
+// stores f16 to shared memory, so shared memory is written 1152 bytes a key instead of 2304
+// by cp.async plus 3456 of conversion traffic. A stage is one tile of 32 rows of 576 f16
+// (1152 bytes a row, 72 16-byte chunks), chunk k of row r at chunk k ^ (r & 7) (the XOR
+// keeps k's group of 8): every ldmatrix phase (8 consecutive rows, one logical chunk) hits
+// 8 distinct 16-byte bank groups (1152 = 9 x 128). The partial scores and P get regions of
+// their own after the stages: 2 stages and 3 barriers a tile (<2>: the next tile is stored
+// while this one is read), or 3 stages and 2 barriers (<3>: the tile after next is stored,
+// so P V of a tile and S of the next run back to back without a barrier between them).
+namespace s16 {
+constexpr int row_bytes = dim * 2;               // 1152
+constexpr int stage_bytes = keys * row_bytes;    // 36,864
+constexpr int loads = keys * dim / 4 / threads;  // 18 float4 loads per thread per tile
+constexpr int loads_s = 6;  // loads held in registers over S (the other 12: over softmax and P V)
+constexpr int sp_units = kparts * 2 * 4 * 2 * 32;  // 2048 16-byte units of partial scores
+constexpr int pf_units = 4 * 2 * 32;               // 256 16-byte units of P fragments
+// Shared memory of the kernel with `Stages` stages: the stages, Q fragments, partial
+// scores, P fragments, the rows' corrections, the slot table.
+template <int Stages>
+struct regions {
+  static constexpr int stages = Stages;
+  static constexpr int off_qfrag = Stages * stage_bytes;
+  static constexpr int off_sp = off_qfrag + qfrag_bytes;
+  static constexpr int off_pf = off_sp + sp_units * 16;
+  static constexpr int off_alpha = off_pf + pf_units * 16;
+  static constexpr int off_slots = off_alpha + heads * 4;
+  static constexpr int smem_bytes = off_slots + max_chunk * 4;  // 194,816 (2 stages), 231,680 (3)
+  static_assert(smem_bytes <= 232448, "fits one H100 / H200 block");
+  // Byte offset of tile tt's stage.
+  static MLA_TC_HD int stage_off(int tt) { return static_cast<int>(static_cast<unsigned>(tt) % Stages) * stage_bytes; }
+};
+static_assert(keys * dim % (4 * threads) == 0 && loads % 2 == 0 && loads_s % 2 == 0);
+static_assert(threads == 16 * (keys / 2) && dim == 64 * (loads / 2), "load i: a half-warp's 16 float4 of a row");
+
+// Byte offset (in a stage) of f16 chunk k (dims 8k .. 8k+7) of row r.
+MLA_TC_HD int f16_off(int r, int k) { return r * row_bytes + 16 * (k ^ (r & 7)); }
+// Byte offset of the 4 f16 of dims c .. c+3 (c a multiple of 4) of row r: half a chunk.
+MLA_TC_HD int half4_off(int r, int c) { return f16_off(r, c >> 3) + 2 * (c & 7); }
+
+// Load i (0 .. loads) of thread tid: floats c .. c+3 of tile row r. Half-warp hw = tid >> 4
+// takes rows hw and hw + 16 (i even / odd), 64 floats (256 contiguous bytes, two full
+// 128-byte lines) of the row per load, lane l of the half-warp floats 4 l .. of them; its f16
+// store (8 bytes) then fills one aligned 128-byte line of the stage (8 chunks of one row,
+// permuted by the swizzle): each half-warp's 8-byte store meets each bank once.
+MLA_TC_HD int load_row(int tid, int i) { return (tid >> 4) + 16 * (i & 1); }
+MLA_TC_HD int load_col(int tid, int i) { return 64 * (i >> 1) + 4 * (tid & 15); }
+// half4_off(load_row(tid, i), load_col(tid, i)) split into a per-thread base and a per-load
+// step (a compile-time constant once the loads are unrolled).
+MLA_TC_HD int load_dst_base(int tid) {
+  const int r = tid >> 4, l = tid & 15;
+  return r * row_bytes + 16 * ((l >> 1) ^ (r & 7)) + 8 * (l & 1);
+}
+MLA_TC_HD int load_dst_step(int i) { return 16 * row_bytes * (i & 1) + 128 * (i >> 1); }
+
+// Partial scores: unit u = sp_hole(..) (0 .. 2048), lane-consecutive float4s; byte offset in
+// the region.
+MLA_TC_HD int sp_off(int u) { return 16 * u; }
+// P as f16 A fragments of O += P V: m tile mt, k-step kp (16 keys), lane: 16 bytes, its
+// two 8-byte halves the register pairs (a0, a2) and (a1, a3). The softmax thread of rows
+// hi = 0 (g) or 1 (g + 8) writes pair (a_hi, a_hi+2), keys 16 kp + 2t .. and 16 kp + 8 +
+// 2t .., with one 8-byte store at half hi ^ ((lane >> 3) & 1): lanes l and l + 8 of a
+// half-warp (units 16 bytes apart, 128 bytes = the bank period apart) take opposite halves,
+// so the store is conflict-free; the reader undoes the swap (pf_regs). Offsets in the region.
+MLA_TC_HD int pf_off(int mt, int kp, int lane) { return 16 * ((mt * 2 + kp) * 32 + lane); }
+MLA_TC_HD int pf_half(int hi, int lane) { return 8 * (hi ^ ((lane >> 3) & 1)); }
+// The A fragment (a0, a1, a2, a3) from the 16 bytes (w0, w1, w2, w3) of lane's unit.
+template <class U4>
+MLA_TC_HD U4 pf_regs(const U4& w, int lane) {
+  U4 a;
+  const bool sw = ((lane >> 3) & 1) != 0;
+  a.x = sw ? w.z : w.x;
+  a.y = sw ? w.x : w.z;
+  a.z = sw ? w.w : w.y;
+  a.w = sw ? w.y : w.w;
+  return a;
+}
+// ldmatrix.x4 row addresses, as qk_ldsm_off / pv_ldsm_off above over this stage layout.
+MLA_TC_HD int qk_ldsm_off(int lane, int np, int ks) {
+  const int mi = lane >> 3, rr = lane & 7;
+  return f16_off(16 * np + 8 * (mi >> 1) + rr, 2 * ks + (mi & 1));
+}
+MLA_TC_HD int pv_ldsm_off(int lane, int kp, int w, int dp) {
+  const int mi = lane >> 3, rr = lane & 7;
+  return f16_off(16 * kp + 8 * (mi & 1) + rr, 8 * w + 2 * dp + (mi >> 1));
+}
+// L2 prefetch of a tile two ahead: lanes 0 .. 3 of warp w take rows 4 w + lane.
+MLA_TC_HD int prefetch_row(int warp, int lane) { return 4 * warp + lane; }
+static_assert(4 * warps == keys);
+}  // namespace s16
 
 // The work split (host): keys per split (a multiple of 32, at most max_chunk) and splits per
 // row, from shapes only: rows, heads, the widest row's key count and the SM count. Cost in

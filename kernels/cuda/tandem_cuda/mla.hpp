@@ -89,7 +89,12 @@ void mla_attend(const mla_plan& plan, const float* qcat, int heads, int rank, in
 // per row; f16 operands (latent, q * scale, P), f32 accumulation and online softmax; the
 // splits merged by a second launch. Takes rank 512 + rope 64 (any head count) where the
 // device gives a block mla_tc_smem_bytes() of shared memory (H100 / H200; not GB10).
-// Meant for one row per sequence (decode): each row reads its keys on its own.
+// Meant for one row per sequence (decode): each row reads its keys on its own. The latent
+// tile is rounded to f16 on its way into shared memory (three stages, two barriers a tile);
+// TANDEM_CUDA_MLA_TC_STAGE=f16s2 does that over two stages (three barriers), =f32 stages it
+// in f32 and rounds it there (the first kernel); all give bit-identical results.
+// TANDEM_CUDA_MLA_TC_PREFETCH=0 turns off the f16 stagings' L2 prefetch. Both are read at
+// every call (benches and tests compare them in one process).
 struct mla_tc_plan {
   int chunk = 0, splits = 1, head_groups = 1;
   size_t part_bytes = 0;
