@@ -110,6 +110,8 @@ void dequantize_f16(const dev_matrix& w, __half* out, cudaStream_t stream);
 void embed(const dev_matrix& table, const int32_t* ids, int64_t n, float* out, cudaStream_t stream);
 void f32_to_f16(const float* x, int64_t count, __half* out, cudaStream_t stream);
 
+// w is read before the kernel waits for its predecessor (programmatic dependent launch):
+// it must be a parameter, not written by the kernels just before.
 void rms_norm(const float* x, const float* w, float eps, int64_t n, int64_t d, float* out,
               cudaStream_t stream);
 void add_rms_norm(float* residual, const float* x, const float* w, float eps, int64_t n, int64_t d,
