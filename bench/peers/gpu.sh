@@ -16,6 +16,15 @@
 #   then `bench` (everything else): two calls where one would pass the 10-minute limit.
 #   bash bench/peers/gpu.sh glm     # issue 15's GLM-5-family figures (no model needed): MLA
 #                                   #   decode against copy, glm_moe_dsa at 8k..1M context
+#   bash bench/peers/gpu.sh spec    # issue 16's peer, once the model is there (after `run`, or
+#                                   #   `model`): bench_spec at batch 1 and llama.cpp's n-gram
+#                                   #   drafters (llama-server --spec-type) on the same requests,
+#                                   #   then bench/peers/spec_table.py's table (~3 minutes)
+#   SPEC_CPU=1 BUILD=build TANDEM_GPU_MODEL=M.gguf LLAMA_SERVER=.../llama-server gpu.sh spec:
+#   the same on the CPU (no build, no GPU: a smoke test of the scripts; SPEC_TOKENS=32
+#   SPEC_ROUNDS=2 SPEC_PEER_THREADS=1 took 3 minutes on cpu-2). That llama-server: the same
+#   source, cmake -DGGML_CUDA=OFF -DGGML_NATIVE=OFF -DGGML_AVX2=ON ... --target llama-server
+#   (with GGML_NATIVE=ON its AMX kernels stop on an illegal instruction on cpu-2).
 #
 # PEERS=0 leaves llama.cpp out (no build, no runs, no ratio table): tandem's own figures,
 # its server against its engine, and the speculative-decoding bench, in less device time.
@@ -25,7 +34,7 @@
 # (llama-batched-bench S_TG; tandem bench_engine --streams), and both servers over HTTP
 # under bench/serving/bench_serving.py and bench/serving/sse_load at 1 and 64 concurrent streams. Logs and JSON in $OUT.
 set -uo pipefail
-phase=${1:?usage: gpu.sh build|tests|model|bench|run|glm}
+phase=${1:?usage: gpu.sh build|tests|model|bench|run|glm|spec}
 source "$(dirname "$0")/../../scripts/gpu-env.sh"
 # At most 8 files come back from $OUT: everything goes back as one archive (logs.tgz).
 pack_out() {
@@ -208,6 +217,61 @@ glm)
     > "$OUT/bench_glm_long_context.txt" 2>&1
   grep -vE '^\[' "$OUT/bench_glm_long_context.txt" | tail -16
   ;;
-build|tests|model|bench|run|glm) ;;
-*) echo "usage: gpu.sh build|tests|model|bench|run|glm"; exit 2 ;;
+spec)
+  # Issue 16's peer: tandem's drafters against llama.cpp's n-gram speculative decoding, batch 1,
+  # greedy, on the same GGUF and machine in one call. bench_spec runs none / ngram / suffix /
+  # dflash2 (SPEC_DRAFTERS) for SPEC_ROUNDS rounds of SPEC_TOKENS tokens a request, then dumps
+  # its requests (the chat-templated prompts as token ids) for bench/peers/spec_peer.py,
+  # which serves them to llama-server without a drafter and with each n-gram drafter
+  # (SPEC_PEER_CONFIGS, comma-separated, default all in spec_peer.py), fresh servers every
+  # round. Requests stop at the end of turn, as bench_spec's do; SPEC_IGNORE_EOS=1 generates
+  # SPEC_TOKENS every time on both. PEERS=0 leaves llama.cpp out.
+  [ -n "$MODEL" ] || { echo "no model yet (carry the .gpu-model* pieces in order, or set TANDEM_GPU_MODEL)"; exit 1; }
+  spec_args=(--tokens "${SPEC_TOKENS:-128}" --batch 1)
+  [ "${SPEC_IGNORE_EOS:-0}" = 1 ] && spec_args+=(--ignore-eos)
+  if [ "${SPEC_CPU:-0}" = 1 ]; then
+    # A smoke test on a machine without a GPU: binaries already built in $BUILD, llama-server
+    # built without CUDA at $LLAMA_SERVER.
+    server=${LLAMA_SERVER:-$LLAMA/b/bin/llama-server}
+    spec_sets=(--pipeline pipelines/cpu.yaml --backend cpu --set model="$MODEL")
+    ngl=0
+  else
+    [ "${PEERS:-1}" = 1 ] && [ -f .gpu-peers/llama.cpp.tar.xz ] && start_llama_build
+    # The `build` call's background build of everything, if it is still going.
+    [ -f /tmp/tandem-build.log ] && ! [ -f /tmp/tandem-build.rc ] && wait_file /tmp/tandem-build.rc 420
+    gpu_configure
+    gpu_build bench/spec/bench_spec plugins/cuda/backend.cuda.so plugins/gguf/weights.gguf.so plugins/fcfs/scheduler.fcfs.so \
+      plugins/local/transport.local.so plugins/ngram/drafter.ngram.so plugins/suffix/drafter.suffix.so \
+      plugins/dflash2/drafter.dflash2.so || exit 1
+    server=$LLAMA/b/bin/llama-server
+    spec_sets=(--pipeline pipelines/default.yaml --backend cuda --set model="$MODEL")
+    ngl=99
+  fi
+  export LD_LIBRARY_PATH=$PWD/$BUILD/core/src/base${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export TANDEM_PLUGIN_PATH=$PWD/$BUILD/plugins
+  step "tandem: bench_spec at batch 1 (${SPEC_DRAFTERS:=ngram suffix dflash2}; ${SPEC_ROUNDS:=3} rounds)"
+  # shellcheck disable=SC2086
+  timeout "${SPEC_BENCH_S:-300}" "$BUILD/bench/spec/bench_spec" "${spec_sets[@]}" "${spec_args[@]}" \
+    --rounds "$SPEC_ROUNDS" --drafters $SPEC_DRAFTERS > "$OUT/spec_tandem.jsonl" 2> "$OUT/spec_tandem.log"
+  echo "bench_spec exit $?"
+  grep -E "^(count|json|code|prose) .*tok/s" "$OUT/spec_tandem.log"
+  if [ "${PEERS:-1}" = 1 ]; then
+    [ "${SPEC_CPU:-0}" = 1 ] || wait_llama_build 420 || exit 1
+    "$BUILD/bench/spec/bench_spec" "${spec_sets[@]}" "${spec_args[@]}" --dump-prompts "$OUT/spec_prompts" \
+      2>> "$OUT/spec_tandem.log" || { tail -5 "$OUT/spec_tandem.log"; exit 1; }
+    step "llama.cpp: llama-server with and without its n-gram drafters on bench_spec's requests"
+    timeout "${SPEC_PEER_S:-300}" python3 bench/peers/spec_peer.py --server "$server" --model "$MODEL" \
+      --prompts "$OUT/spec_prompts" --out "$OUT" --rounds "$SPEC_ROUNDS" --ngl $ngl \
+      ${SPEC_PEER_CONFIGS:+--configs "$SPEC_PEER_CONFIGS"} ${SPEC_PEER_THREADS:+--threads $SPEC_PEER_THREADS} \
+      > "$OUT/spec_peer.md" 2> "$OUT/spec_peer.log"
+    echo "spec_peer exit $?"
+    grep -E "^round [0-9]+:|Error|error" "$OUT/spec_peer.log" | tail -12
+  fi
+  step "table"
+  { echo "commit ${TANDEM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")} $(date -u +%FT%TZ), $(cat /tmp/llama.cpp-src/SOURCE 2>/dev/null || echo "llama.cpp: $server")"
+    cat "$OUT/machine.txt"
+    python3 bench/peers/spec_table.py "$OUT"; } | tee "$OUT/spec_peers.md"
+  ;;
+build|tests|model|bench|run|glm|spec) ;;
+*) echo "usage: gpu.sh build|tests|model|bench|run|glm|spec"; exit 2 ;;
 esac

@@ -20,6 +20,8 @@
 // (longer than every task's, 32 tokens, at each --batch size), so graph recordings and the
 // adaptive controller's first step timings are not in the figures. --trace-dir DIR: each timed run's steps go to
 // DIR/<task>-<drafter>-b<batch>-r<round>.jsonl (engine::set_trace; step_trace.hpp).
+// --dump-prompts DIR writes the tasks' (and the warm-up's) prompt token ids after the chat
+// template and exits: bench/peers/spec_peer.py serves the same requests to llama.cpp's server.
 // With --backend cuda, TANDEM_CUDA_GRAPH_STATS=1: each runtime's backend logs its CUDA graph
 // captures, replays and drops when it closes (after a "closing" line naming the drafter).
 //
@@ -37,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tandem/runtime.hpp"
@@ -120,15 +123,56 @@ size_t chat_tokens(runtime& rt, const std::string& text) {
 // generation, backend.cuda's scratch) and have every recorded step captured again inside a
 // timed run. What its text taught the controller about acceptance is forgotten (a greeting
 // run past its end drafts badly, and the probes it backed off would delay the first task).
-void warm_up(runtime& rt, int n, const std::vector<int>& batches) {
-  if (n == 0) return;
+std::string warm_up_prompt(runtime& rt) {
   size_t longest = 0;
   for (const task& t : tasks) longest = std::max(longest, chat_tokens(rt, t.prompt));
   std::string prompt = "Say hello in five words.";
   while (chat_tokens(rt, prompt) <= longest) prompt += " Then say hello again.";
+  return prompt;
+}
+constexpr int warm_up_tokens = 32;
+
+void warm_up(runtime& rt, int n, const std::vector<int>& batches) {
+  if (n == 0) return;
+  const std::string prompt = warm_up_prompt(rt);
   for (int i = 0; i < n; ++i)
-    for (int batch : batches) run(rt, prompt, batch, 32, true);
+    for (int batch : batches) run(rt, prompt, batch, warm_up_tokens, true);
   rt.eng().forget_draft_acceptance();
+}
+
+// --dump-prompts DIR: what a peer needs to serve the same requests. DIR/prompts.jsonl has one
+// line per task, {"task", "max_tokens", "ignore_eos", "tokens"}: the prompt's token ids after
+// the chat template, exactly as run() submits them (the warm-up's neutral prompt first, as
+// task "warmup"); DIR/<task>.txt the rendered text those ids encode, for tools that take text.
+int dump_prompts(runtime& rt, const std::filesystem::path& dir, int gen, bool ignore_eos) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::FILE* jsonl = ec ? nullptr : std::fopen((dir / "prompts.jsonl").c_str(), "w");
+  if (!jsonl) {
+    std::cerr << "bench_spec: cannot write --dump-prompts " << dir << "\n";
+    return 2;
+  }
+  std::vector<std::tuple<std::string, std::string, int, bool>> all{{"warmup", warm_up_prompt(rt), warm_up_tokens, true}};
+  for (const task& t : tasks) all.emplace_back(t.name, t.prompt, gen, ignore_eos);
+  for (const auto& [name, prompt, max_tokens, no_eos] : all) {
+    const std::vector<chat_message> msgs{{"user", prompt}};
+    std::string ids;
+    for (int32_t id : rt.tokens_for_chat(msgs)) ids += fmt::format("{}{}", ids.empty() ? "" : ",", id);
+    std::fprintf(jsonl, "{\"task\":\"%s\",\"max_tokens\":%d,\"ignore_eos\":%s,\"tokens\":[%s]}\n", name.c_str(),
+                 max_tokens, no_eos ? "true" : "false", ids.c_str());
+    std::FILE* txt = std::fopen((dir / (name + ".txt")).c_str(), "w");
+    if (!txt) {
+      std::fclose(jsonl);
+      std::cerr << "bench_spec: cannot write " << (dir / (name + ".txt")) << "\n";
+      return 2;
+    }
+    const std::string text = rt.render_chat(msgs);
+    std::fwrite(text.data(), 1, text.size(), txt);
+    std::fclose(txt);
+  }
+  std::fclose(jsonl);
+  std::cerr << "bench_spec: " << all.size() << " prompts in " << dir << "\n";
+  return 0;
 }
 
 // Engine step counters of one run or a sum of runs: steps and wall seconds by kind, and the
@@ -223,7 +267,7 @@ int main(int argc, char** argv) {
   int64_t kv_tokens = 16384;
   std::vector<int> batches;
   std::vector<std::string> sets, names;
-  std::string dflash2_weights;
+  std::string dflash2_weights, dump_dir;
   po::options_description opts("bench_spec options");
   opts.add_options()("help,h", "this help")(
       "pipeline", po::value(&pipeline)->default_value("pipelines/cpu.yaml"), "the pipeline without a drafter")(
@@ -244,7 +288,10 @@ int main(int argc, char** argv) {
       "dflash2-weights", po::value(&dflash2_weights)->default_value("drafters/smollm2-135m-instruct-dflash2"),
       "drafter.dflash2's weights directory")(
       "kv-tokens", po::value(&kv_tokens)->default_value(16384),
-      "engine.kv_tokens of each runtime (one per drafter is open at once, so not sized from free memory)");
+      "engine.kv_tokens of each runtime (one per drafter is open at once, so not sized from free memory)")(
+      "dump-prompts", po::value(&dump_dir),
+      "write each task's prompt token ids (after the chat template) to DIR/prompts.jsonl and its text to "
+      "DIR/<task>.txt, for a peer to serve the same requests (bench/peers/spec_peer.py), then exit");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -316,6 +363,10 @@ int main(int argc, char** argv) {
     }
   for (drafter_choice& d : drafters) d.overrides.insert(d.overrides.begin(), sets.begin(), sets.end());
   try {
+    if (!dump_dir.empty()) {  // the tokenizer and chat template only: no drafter, no run
+      const auto rt = runtime::open(pipeline, {.overrides = sets, .allow_pull = true, .progress = {}});
+      return dump_prompts(*rt, dump_dir, gen, vm.count("ignore-eos") > 0);
+    }
     for (int batch : batches) {
       std::map<std::pair<std::string, std::string>, tally> tallies;  // (task, drafter)
       for (int round = 0; round < rounds; ++round) {
