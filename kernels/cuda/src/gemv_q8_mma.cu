@@ -228,16 +228,16 @@ __global__ void __launch_bounds__(block_warps * 32) gemv_q8_mma_kernel(dev_matri
         for (int k = 1; k < KS; ++k) sg += red[(k * T + t) * P + r], su += red[(k * T + t) * P + r + H];
         put_gated(t, row0 + r, sg, su);
       }
-      return;
-    }
-    for (int i = threadIdx.x; i < n * tile_rows; i += block_warps * 32) {
-      const int t = i / tile_rows, r = i % tile_rows;
-      const int64_t row = row0 + r;
-      if (row >= w.out) continue;
-      float s = red[t * P + r];
+    } else {
+      for (int i = threadIdx.x; i < n * tile_rows; i += block_warps * 32) {
+        const int t = i / tile_rows, r = i % tile_rows;
+        const int64_t row = row0 + r;
+        if (row >= w.out) continue;
+        float s = red[t * P + r];
 #pragma unroll
-      for (int k = 1; k < KS; ++k) s += red[(k * T + t) * P + r];
-      put(t, row, s);
+        for (int k = 1; k < KS; ++k) s += red[(k * T + t) * P + r];
+        put(t, row, s);
+      }
     }
   }
 }
