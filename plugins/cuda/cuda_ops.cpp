@@ -76,13 +76,26 @@ void cuda_backend::rms_norm(tensor_view x, tensor_view weight, float eps, tensor
 void cuda_backend::add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
                                 tensor_view out) {
   op_profiler::scope timed(prof_, "add_rms_norm", stream_);
-  same_shape(residual, x, "add_rms_norm");
-  same_shape(residual, out, "add_rms_norm");
-  if (weight.numel() != x.cols()) bad("add_rms_norm", "weight must have one value per column");
-  cuda::add_rms_norm(f32(residual, "add_rms_norm", "residual"), f32(x, "add_rms_norm", "x"),
-                     f32(weight, "add_rms_norm", "weight"), eps, x.rows(), x.cols(),
-                     f32(out, "add_rms_norm", "out"), stream_);
-  check_launch("add_rms_norm");
+  add_norm("add_rms_norm", residual, x, weight, eps, out, nullptr);
+}
+
+void cuda_backend::add_rms_norm_keep(tensor_view residual, tensor_view x, tensor_view weight, float eps,
+                                     tensor_view out, tensor_view kept) {
+  op_profiler::scope timed(prof_, "add_rms_norm_keep", stream_);
+  same_shape(residual, kept, "add_rms_norm_keep");
+  float* k = f32(kept, "add_rms_norm_keep", "kept");
+  if (k == residual.data || k == x.data || k == out.data) bad("add_rms_norm_keep", "kept must not alias the others");
+  add_norm("add_rms_norm_keep", residual, x, weight, eps, out, k);
+}
+
+void cuda_backend::add_norm(const char* op, tensor_view residual, tensor_view x, tensor_view weight, float eps,
+                            tensor_view out, float* kept) {
+  same_shape(residual, x, op);
+  same_shape(residual, out, op);
+  if (weight.numel() != x.cols()) bad(op, "weight must have one value per column");
+  cuda::add_rms_norm(f32(residual, op, "residual"), f32(x, op, "x"), f32(weight, op, "weight"), eps, x.rows(),
+                     x.cols(), f32(out, op, "out"), kept, stream_);
+  check_launch(op);
 }
 
 int64_t cuda_backend::gemv_limit(const dev_matrix& m) const {

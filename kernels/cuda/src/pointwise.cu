@@ -12,21 +12,24 @@ namespace {
 using detail::blocks_for;
 
 // One block per row. The sum of squares is a tree sum (the reference sums in order; both
-// are fp32, so they differ by rounding only).
+// are fp32, so they differ by rounding only). With x, the sum residual + x is stored back,
+// and to `kept` too when it is given (a model's hidden-state tap: no add launch of its own).
 __global__ void rms_norm_kernel(float* residual, const float* x, const float* w, float eps,
-                                int64_t d, float* out) {
+                                int64_t d, float* out, float* kept) {
   __shared__ float red[32];
   detail::pdl_wait();
   detail::pdl_trigger();
   const int64_t row = blockIdx.x;
   float* r = residual + row * d;
   const float* xr = x ? x + row * d : nullptr;
+  float* kr = kept ? kept + row * d : nullptr;
   float ss = 0.0f;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
     float v = r[j];
     if (xr) {
       v += xr[j];
       r[j] = v;
+      if (kr) kr[j] = v;
     }
     ss += v * v;
   }
@@ -91,13 +94,13 @@ void rms_norm(const float* x, const float* w, float eps, int64_t n, int64_t d, f
   if (n == 0) return;
   // Without a residual the kernel only reads `residual`: cast away const for the shared kernel.
   detail::launch_pdl(rms_norm_kernel, dim3(n), dim3(norm_threads(d)), 0, stream, const_cast<float*>(x),
-                     static_cast<const float*>(nullptr), w, eps, d, out);
+                     static_cast<const float*>(nullptr), w, eps, d, out, static_cast<float*>(nullptr));
 }
 
 void add_rms_norm(float* residual, const float* x, const float* w, float eps, int64_t n, int64_t d,
-                  float* out, cudaStream_t stream) {
+                  float* out, float* kept, cudaStream_t stream) {
   if (n == 0) return;
-  detail::launch_pdl(rms_norm_kernel, dim3(n), dim3(norm_threads(d)), 0, stream, residual, x, w, eps, d, out);
+  detail::launch_pdl(rms_norm_kernel, dim3(n), dim3(norm_threads(d)), 0, stream, residual, x, w, eps, d, out, kept);
 }
 
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, const int32_t* positions,

@@ -104,8 +104,9 @@ void f32_to_f16(const float* x, int64_t count, __half* out, cudaStream_t stream)
 
 void rms_norm(const float* x, const float* w, float eps, int64_t n, int64_t d, float* out,
               cudaStream_t stream);
+// residual += x; out = rms_norm(residual); kept = residual when not null (the same kernel).
 void add_rms_norm(float* residual, const float* x, const float* w, float eps, int64_t n, int64_t d,
-                  float* out, cudaStream_t stream);
+                  float* out, float* kept, cudaStream_t stream);
 // x: [n, heads, head_dim] rotated in place; angles in double as ref::rope_angle.
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, const int32_t* positions,
           float theta, int rotary_dims, bool neox, cudaStream_t stream);
