@@ -5,8 +5,9 @@
 #include <numeric>
 #include <boost/test/included/unit_test.hpp>
 
-// Every backend.cuda op against kernels/ref on fresh random inputs (add_rms_norm_keep
-// against backend.cpu), outputs NaN-poisoned before each run. Tolerances, per path:
+// Every backend.cuda op against kernels/ref on fresh random inputs (add_rms_norm_keep and
+// strided gathers against backend.cpu), outputs NaN-poisoned before each run. Tolerances,
+// per path:
 //  - fp32 paths (GEMV, norms, RoPE, decode attention) differ from the reference in summation
 //    order only: ||gpu - ref|| / ||ref|| < 1e-5 (attention: 2e-5, its softmax is rescaled
 //    online); prefill attention runs on f16 tensor cores: < 3e-3;
@@ -638,6 +639,37 @@ BOOST_AUTO_TEST_CASE(add_rms_norm_keep_against_backend_cpu) {
                         error);  // kept aliasing out
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(gather_strided_rows_against_backend_cpu) {
+  // gather_rows over 2-D views of rows strided apart, as drafter.dflash2 copies every tap's
+  // rows of a token run at once ([taps, n * d], rows capacity * d apart, into its pending
+  // buffer's rows): the bytes backend.cpu writes, the floats between out's rows untouched.
+  cpu::cpu_backend host({.threads = 1});
+  const int64_t taps = 5, run = 3 * 576, ldx = run + 100, ldo = run + 37;
+  auto x = test::random_floats(rng(), taps * ldx);
+  for (const std::vector<int32_t>& rows : {std::vector<int32_t>{0, 1, 2, 3, 4}, std::vector<int32_t>{4, 1, 1, 0}}) {
+    const auto m = static_cast<int64_t>(rows.size());
+    auto strided = [&](tensor_view v, int64_t ld) {
+      v.strides[0] = ld;
+      return v;
+    };
+    std::vector<float> cx = x, cout(m * ldo);
+    std::vector<int32_t> crows = rows;
+    std::memset(cout.data(), 0xff, cout.size() * sizeof(float));  // dvec's poison
+    host.gather_rows(strided(test::view(cx, {taps, run}), ldx), test::view(crows, {m}),
+                     strided(test::view(cout, {m, run}), ldo));
+    dvec<float> dx(gpu(), x), out(gpu(), m * ldo);
+    dvec<int32_t> dr(gpu(), rows);
+    gpu().gather_rows(strided(dx.view({taps, run}), ldx), dr.view({m}), strided(out.view({m, run}), ldo));
+    const std::vector<float> got = out.host();
+    BOOST_TEST(std::memcmp(got.data(), cout.data(), got.size() * sizeof(float)) == 0, "rows " << m);
+  }
+  dvec<float> dx(gpu(), x), out(gpu(), 2 * run);
+  dvec<int32_t> dr(gpu(), std::vector<int32_t>{0, 1});
+  tensor_view overlapping = dx.view({2, run});
+  overlapping.strides[0] = run - 1;
+  BOOST_CHECK_THROW(gpu().gather_rows(overlapping, dr.view({2}), out.view({2, run})), error);
 }
 
 BOOST_AUTO_TEST_CASE(rope_pointwise_gather) {

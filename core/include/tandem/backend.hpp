@@ -258,7 +258,8 @@ class TANDEM_API backend : public plugin_object {
   virtual void silu_mul(tensor_view gate, tensor_view up, tensor_view out) = 0;
   // out = a + b.  all the same shape
   virtual void add(tensor_view a, tensor_view b, tensor_view out) = 0;
-  // out[i] = x[rows[i]].  x: [n, d]; rows: i32 [m] -> out: [m, d]
+  // out[i] = x[rows[i]].  x: [n, d]; rows: i32 [m] -> out: [m, d] (x and out may be 2-D
+  // views of rows strided apart)
   virtual void gather_rows(tensor_view x, tensor_view rows, tensor_view out) = 0;
   // One token per row of logits, drawn as params[i] says.  logits: f32 [m, vocab] -> ids: i32 [m]
   virtual void sample(tensor_view logits, std::span<const sampling_params> params,

@@ -73,12 +73,12 @@ __global__ void add_kernel(const float* a, const float* b, int64_t count, float*
   if (i < count) out[i] = a[i] + b[i];
 }
 
-__global__ void gather_kernel(const float* x, int64_t n, int64_t d, const int32_t* rows,
-                              float* out) {
+__global__ void gather_kernel(const float* x, int64_t n, int64_t d, int64_t ldx, const int32_t* rows,
+                              float* out, int64_t ldo) {
   const int64_t i = blockIdx.y;
   const int32_t r = rows[i];
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < d; j += gridDim.x * int64_t{blockDim.x})
-    out[i * d + j] = r >= 0 && r < n ? x[r * d + j] : nanf("");
+    out[i * ldo + j] = r >= 0 && r < n ? x[r * ldx + j] : nanf("");
 }
 
 __global__ void f32_to_f16_kernel(const float* x, int64_t count, __half* out) {
@@ -120,12 +120,12 @@ void add(const float* a, const float* b, int64_t count, float* out, cudaStream_t
   if (count) add_kernel<<<blocks_for(count, 256), 256, 0, stream>>>(a, b, count, out);
 }
 
-void gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t m, float* out,
-                 cudaStream_t stream) {
+void gather_rows(const float* x, int64_t n, int64_t d, int64_t x_stride, const int32_t* rows, int64_t m, float* out,
+                 int64_t out_stride, cudaStream_t stream) {
   if (m == 0 || d == 0) return;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks_for(d, 256), 64)),
                   static_cast<unsigned>(m));
-  gather_kernel<<<grid, 256, 0, stream>>>(x, n, d, rows, out);
+  gather_kernel<<<grid, 256, 0, stream>>>(x, n, d, x_stride, rows, out, out_stride);
 }
 
 void f32_to_f16(const float* x, int64_t count, __half* out, cudaStream_t stream) {
