@@ -226,13 +226,13 @@ void glm_model::run_stack(int64_t n) {
   else receive_stream(n, topk);
   for (const glm_layer& L : layers_) run_layer(L, n, topk, tp_.pp.first() && &L == &layers_.front());
   if (!tp_.pp.last()) return pass_on_stream(n, topk);
-  logits_of(head_ ? *head_ : *embed_, *out_norm_, n);
+  logits_of(head_ ? *head_ : *embed_, *out_norm_, n, cfg_.n_layers - 1);
 }
 
 // h = norm(x + proj) (the last layer's output joins the stream), then the logits rows.
-void glm_model::logits_of(const linear_weight& head, const device_buffer& norm, int64_t n) {
-  tensor_view x = act(s_x_, n, cfg_.hidden), h = act(s_h_, n, cfg_.hidden);
-  be_.add_rms_norm(x, act(s_proj_, n, cfg_.hidden), norm_view(norm, cfg_.hidden), cfg_.rms_eps, h);
+void glm_model::logits_of(const linear_weight& head, const device_buffer& norm, int64_t n, int done) {
+  tensor_view h = act(s_h_, n, cfg_.hidden);
+  add_norm(norm, n, done);
   if (n_logit_rows_ == 0) return;
   tensor_view rh = act(s_rows_h_, n_logit_rows_, cfg_.hidden);
   be_.gather_rows(h, rows_, rh);
@@ -270,7 +270,7 @@ void glm_model::forward_mtp(const step_plan& plan, tensor_view prev_hidden, int 
   be_.linear(*M.eh_proj, eh, x);
   tensor_view topk;
   run_layer(M.block, n, topk, true);
-  logits_of(M.head ? *M.head : (head_ ? *head_ : *embed_), *M.head_norm, n);
+  logits_of(M.head ? *M.head : (head_ ? *head_ : *embed_), *M.head_norm, n, -1);
 }
 
 void glm_model::run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool first) {
@@ -279,7 +279,7 @@ void glm_model::run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool
   tensor_view x = act(s_x_, n, c.hidden), h = act(s_h_, n, c.hidden), proj = act(s_proj_, n, c.hidden);
   // The previous layer's output joins the residual stream inside the fused norm.
   if (first) be_.rms_norm(x, norm_view(*L.attn_norm, c.hidden), c.rms_eps, h);
-  else be_.add_rms_norm(x, proj, norm_view(*L.attn_norm, c.hidden), c.rms_eps, h);
+  else add_norm(*L.attn_norm, n, first_layer_ + l - 1);
 
   // q_a and kv_a in one grouped linear: all of q_a's rows, then kv_a's.
   const int64_t kv_a_cols = c.kv_lora_rank + c.qk_rope;
@@ -334,10 +334,21 @@ void glm_model::run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool
     if (L.sparse) be_.add(tmp, proj, proj);
   }
   if (tp_.split()) reduce_partial(proj);  // routed and shared partials in one all-reduce
-  for (size_t i = 0; i < taps_.size(); ++i) {
-    if (taps_[i] != l + first_layer_) continue;
-    be_.add(x, proj, hidden_states(static_cast<int>(i)));
-  }
+}
+
+// x += proj; h = rms_norm(x): the stream after layer `done` (the model's index) is complete,
+// and the same op keeps it in that layer's tap slot when it is a tap (no add of its own).
+void glm_model::add_norm(const device_buffer& norm, int64_t n, int done) {
+  tensor_view x = act(s_x_, n, cfg_.hidden), h = act(s_h_, n, cfg_.hidden), proj = act(s_proj_, n, cfg_.hidden);
+  const auto tap = std::find(taps_.begin(), taps_.end(), done);  // a layer listed twice: its first slot
+  if (tap == taps_.end()) return be_.add_rms_norm(x, proj, norm_view(norm, cfg_.hidden), cfg_.rms_eps, h);
+  be_.add_rms_norm_keep(x, proj, norm_view(norm, cfg_.hidden), cfg_.rms_eps, h, tap_rows(tap - taps_.begin(), n));
+}
+
+tensor_view glm_model::tap_rows(int64_t slot, int64_t rows) const {
+  const size_t el = static_cast<size_t>(traits(be_.activation_type()).block_bytes);
+  char* base = static_cast<char*>(s_taps_.buf->data()) + static_cast<size_t>(slot * rows * cfg_.hidden) * el;
+  return tensor_view::contiguous(base, be_.activation_type(), {rows, cfg_.hidden}, be_.dev());
 }
 
 // Split over ranks (tensor or pipeline), this process does not hold the whole table or head.
@@ -354,9 +365,8 @@ tensor_view glm_model::hidden_states(int i) const {
   if (i < 0) return tensor_view::contiguous(s_x_.buf->data(), be_.activation_type(), {n_tokens_, cfg_.hidden}, be_.dev());
   if (i >= static_cast<int>(taps_.size()))
     throw error(fmt::format("glm_model: hidden state {} was not asked for in the last forward", i));
-  const size_t el = static_cast<size_t>(traits(be_.activation_type()).block_bytes);
-  char* base = static_cast<char*>(s_taps_.buf->data()) + static_cast<size_t>(i * n_tokens_ * cfg_.hidden) * el;
-  return tensor_view::contiguous(base, be_.activation_type(), {n_tokens_, cfg_.hidden}, be_.dev());
+  const auto first = std::find(taps_.begin(), taps_.end(), taps_[static_cast<size_t>(i)]);
+  return tap_rows(first - taps_.begin(), n_tokens_);
 }
 
 std::vector<int32_t> glm_model::sample(const std::vector<sampling_params>& params) {

@@ -132,7 +132,11 @@ class glm_model final : public model {
   void run_stack(int64_t n);  // embed, every layer, the logits rows: one step's kernels
   // One decoder layer; `first`: x is fresh (no previous layer's output to add).
   void run_layer(const glm_layer& L, int64_t n, tensor_view& topk, bool first);
-  void logits_of(const linear_weight& head, const device_buffer& norm, int64_t n);
+  // `done`: the layer whose output joins the stream there (its tap is kept), -1: none.
+  void logits_of(const linear_weight& head, const device_buffer& norm, int64_t n, int done);
+  // x += proj; h = rms_norm(x, norm), keeping the stream in layer `done`'s tap slot if it has one.
+  void add_norm(const device_buffer& norm, int64_t n, int done);
+  tensor_view tap_rows(int64_t slot, int64_t rows) const;  // [rows, hidden] of s_taps_'s slot
   // glm_tp.cpp: the weight slice this rank holds: rows (output features) or columns (input
   // features) p.begin * unit .. + p.count * unit of t; t itself when the part is all of it.
   const tensor_info& out_share(const tensor_info& t, part p, int64_t unit);

@@ -244,7 +244,7 @@ void llama_model::run_layers(int n) {
     const int l = first_layer_ + i;
     // The previous block's output joins the residual stream inside the fused norm.
     if (l == 0) be_.rms_norm(x, norm_view(*L.attn_norm), hp_.rms_eps, h);
-    else be_.add_rms_norm(x, proj, norm_view(*L.attn_norm), hp_.rms_eps, h);
+    else add_norm(l - 1, n, *L.attn_norm);
     be_.linear(*L.wqkv, h, ws_.qkv(n));
     be_.attention(ws_.q(n), ws_.k(n), ws_.v(n), *kv_, i, batch_, scale, ws_.attn(n));
     tensor_view attn_flat = ws_.attn(n);
@@ -262,13 +262,12 @@ void llama_model::run_layers(int n) {
     }
     be_.linear(*L.down, ws_.gate(n), proj);
     if (tp_.split()) reduce_partial(proj);
-    keep_hidden(l, n);
   }
   if (!tp_.pp.last()) {
     be_.synchronize();  // x and proj are complete in host memory
     return tp_.pp.pass_on({x, proj});
   }
-  be_.add_rms_norm(x, proj, norm_view(*output_norm_), hp_.rms_eps, h);
+  add_norm(hp_full_.n_layers - 1, n, *output_norm_);
   if (n_logits_ == 0) return;
   be_.gather_rows(h, ws_.rows(n_logits_), ws_.rows_h(n_logits_));
   if (tp_.split()) return lm_head_split(n_logits_);
@@ -306,16 +305,24 @@ void llama_model::run_layers_fused(int n) {
   be_.linear(output_ ? *output_ : *tok_embd_, ws_.rows_h(n_logits_), ws_.logits(n_logits_));
 }
 
-// The residual stream after layer l is x + proj (the add is fused into the next norm), so
-// a tap adds them into its slice.
-void llama_model::keep_hidden(int l, int n) {
-  for (size_t i = 0; i < taps_.size(); ++i)
-    if (taps_[i] == l) be_.add(ws_.x(n), ws_.proj(n), tap_rows(static_cast<int>(i), n));  // padding rows too
+// The residual stream after layer `done` is x + proj: the norm that adds them (the next
+// layer's, or the output norm after the last) also writes it to the layer's tap slot when it
+// has one, padding rows too, so a tap costs no kernel of its own.
+void llama_model::add_norm(int done, int n, const device_buffer& weight) {
+  const int slot = tap_slot(done);
+  if (slot < 0) return be_.add_rms_norm(ws_.x(n), ws_.proj(n), norm_view(weight), hp_.rms_eps, ws_.h(n));
+  be_.add_rms_norm_keep(ws_.x(n), ws_.proj(n), norm_view(weight), hp_.rms_eps, ws_.h(n), tap_rows(slot, n));
 }
 
-tensor_view llama_model::tap_rows(int i, int64_t rows) const {
+// A layer listed twice is kept once, in the slot of its first listing.
+int llama_model::tap_slot(int layer) const {
+  const auto it = std::find(taps_.begin(), taps_.end(), layer);
+  return it == taps_.end() ? -1 : static_cast<int>(it - taps_.begin());
+}
+
+tensor_view llama_model::tap_rows(int slot, int64_t rows) const {
   const size_t el = traits(be_.activation_type()).block_bytes;
-  char* base = static_cast<char*>(taps_buf_->data()) + static_cast<size_t>(i) * taps_capacity_ * hp_.hidden * el;
+  char* base = static_cast<char*>(taps_buf_->data()) + static_cast<size_t>(slot) * taps_capacity_ * hp_.hidden * el;
   return tensor_view::contiguous(base, be_.activation_type(), {rows, hp_.hidden}, be_.dev());
 }
 
@@ -323,7 +330,7 @@ tensor_view llama_model::hidden_states(int i) const {
   if (i < 0) return ws_.x(n_tokens_);
   if (i >= static_cast<int>(taps_.size()))
     throw error("llama_model: hidden state " + std::to_string(i) + " was not asked for in the last forward");
-  return tap_rows(i, n_tokens_);
+  return tap_rows(tap_slot(taps_[static_cast<size_t>(i)]), n_tokens_);
 }
 
 // Under a tensor split the head holds this rank's slice of the vocabulary, and under a

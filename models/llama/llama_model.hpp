@@ -95,8 +95,11 @@ class llama_model final : public model {
   void run_layers(int n_tokens);
   // The same layers through backend::linear_fused (see fused_linears_).
   void run_layers_fused(int n_tokens);
-  void keep_hidden(int layer, int n_tokens);  // copies x after `layer` when it is a tap
-  tensor_view tap_rows(int i, int64_t rows) const;  // rows of taps_[i]'s slot
+  // x += proj; h = rms_norm(x, weight): the stream after layer `done` is complete, and kept
+  // in its tap slot when it is a tap.
+  void add_norm(int done, int n_tokens, const device_buffer& weight);
+  int tap_slot(int layer) const;  // the slot of taps_ that keeps `layer`, -1: none
+  tensor_view tap_rows(int slot, int64_t rows) const;  // rows of a slot of taps_buf_
   // Sequences of the recorded step (a decode step padded), 0 = eager.
   int64_t recorded_seqs(const step_plan& plan, bool all_logits) const;
   static constexpr int64_t verify_max_seqs = 8;  // larger verify steps run eagerly

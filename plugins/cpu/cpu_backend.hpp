@@ -60,6 +60,8 @@ class cpu_backend final : public backend {
   void rms_norm(tensor_view x, tensor_view weight, float eps, tensor_view out) override;
   void add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
                     tensor_view out) override;
+  void add_rms_norm_keep(tensor_view residual, tensor_view x, tensor_view weight, float eps, tensor_view out,
+                         tensor_view kept) override;
   void linear(const linear_weight& w, tensor_view x, tensor_view y) override;
   void rope(tensor_view x, tensor_view positions, const rope_params& p) override;
   void attention(tensor_view q, tensor_view k, tensor_view v, kv_storage& kv, int layer,
@@ -91,6 +93,10 @@ class cpu_backend final : public backend {
   const kernel_table& kernels() const { return *kernels_; }
 
  private:
+  // add_rms_norm, and with `kept` add_rms_norm_keep (`op` names it in errors).
+  void add_norm(const char* op, tensor_view residual, tensor_view x, tensor_view weight, float eps, tensor_view out,
+                const tensor_view* kept);
+
   const kernel_table* kernels_;
   thread_pool pool_;
   size_t memory_budget_;

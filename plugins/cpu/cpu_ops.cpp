@@ -46,12 +46,27 @@ void cpu_backend::rms_norm(tensor_view x, tensor_view weight, float eps, tensor_
 
 void cpu_backend::add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
                                tensor_view out) {
-  const char* op = "add_rms_norm";
+  add_norm("add_rms_norm", residual, x, weight, eps, out, nullptr);
+}
+
+void cpu_backend::add_rms_norm_keep(tensor_view residual, tensor_view x, tensor_view weight, float eps,
+                                    tensor_view out, tensor_view kept) {
+  add_norm("add_rms_norm_keep", residual, x, weight, eps, out, &kept);
+}
+
+void cpu_backend::add_norm(const char* op, tensor_view residual, tensor_view x, tensor_view weight, float eps,
+                           tensor_view out, const tensor_view* kept) {
   const rows_view rv = f32_rows(residual, op, "residual"), xv = f32_rows(x, op, "x");
   const rows_view ov = f32_rows(out, op, "out");
   check_same_shape(rv, xv, op, "x");
   check_same_shape(rv, ov, op, "out");
-  run_add_rms_norm(pool_, *kernels_, rv, xv, f32_vector(weight, rv.cols, op, "weight"), eps, ov);
+  rows_view kv;
+  if (kept) {
+    kv = f32_rows(*kept, op, "kept");
+    check_same_shape(rv, kv, op, "kept");
+    if (kv.data == rv.data || kv.data == xv.data || kv.data == ov.data) fail(op, "kept must not alias the others");
+  }
+  run_add_rms_norm(pool_, *kernels_, rv, xv, f32_vector(weight, rv.cols, op, "weight"), eps, ov, kept ? &kv : nullptr);
 }
 
 void cpu_backend::linear(const linear_weight& w, tensor_view x, tensor_view y) {

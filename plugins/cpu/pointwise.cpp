@@ -37,12 +37,14 @@ void run_rms_norm(thread_pool& pool, const kernel_table& k, const rows_view& x, 
 }
 
 void run_add_rms_norm(thread_pool& pool, const kernel_table& k, const rows_view& residual,
-                      const rows_view& x, const float* w, float eps, const rows_view& out) {
+                      const rows_view& x, const float* w, float eps, const rows_view& out,
+                      const rows_view* kept) {
   for_rows(pool, x.rows, x.cols, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       float* res = residual.row(r);
       const float* xr = x.row(r);
       for (int64_t j = 0; j < x.cols; ++j) res[j] += xr[j];
+      if (kept) std::memcpy(kept->row(r), res, static_cast<size_t>(x.cols) * sizeof(float));
       norm_row(k, res, w, eps, x.cols, out.row(r));
     }
   });

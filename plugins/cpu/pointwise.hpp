@@ -13,8 +13,10 @@ namespace tandem::cpu {
 
 void run_rms_norm(thread_pool& pool, const kernel_table& k, const rows_view& x, const float* w,
                   float eps, const rows_view& out);
+// residual += x; out = rms_norm(residual); kept (when not null) = residual.
 void run_add_rms_norm(thread_pool& pool, const kernel_table& k, const rows_view& residual,
-                      const rows_view& x, const float* w, float eps, const rows_view& out);
+                      const rows_view& x, const float* w, float eps, const rows_view& out,
+                      const rows_view* kept = nullptr);
 // out = (x - mean) / sqrt(var + eps) * w + b per row (biased variance, two passes).
 void run_layer_norm(thread_pool& pool, const rows_view& x, const float* w, const float* b, float eps,
                     const rows_view& out);

@@ -98,6 +98,9 @@ class cuda_backend final : public backend {
   void rms_norm(tensor_view x, tensor_view weight, float eps, tensor_view out) override;
   void add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
                     tensor_view out) override;
+  // The same kernel, storing the sum to `kept` as well (no launch of its own).
+  void add_rms_norm_keep(tensor_view residual, tensor_view x, tensor_view weight, float eps, tensor_view out,
+                         tensor_view kept) override;
   void linear(const linear_weight& w, tensor_view x, tensor_view y) override;
   // One kernel where the q8 GEMV can stage x (gemv_q8_stageable: up to 32 rows, in <= 4096); elsewhere the
   // prologue runs on its own into scratch, and the GEMV epilogue, the GEMM (beta = 1) or an
@@ -168,6 +171,9 @@ class cuda_backend final : public backend {
   linear_path path_for(const cuda_linear& lw, int64_t n) const;
 
  private:
+  // add_rms_norm (kept null) and add_rms_norm_keep; `op` names it in errors.
+  void add_norm(const char* op, tensor_view residual, tensor_view x, tensor_view weight, float eps, tensor_view out,
+                float* kept);
   bool uses_gemm() const;  // linears get the f16 copy the tensor-core GEMM reads
   void* grow(scratch& s, size_t bytes, const char* op);  // drops graphs when it reallocates
   void drop_graphs(graph_drop why);

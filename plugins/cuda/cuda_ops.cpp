@@ -36,6 +36,20 @@ void same_shape(const tensor_view& a, const tensor_view& b, const char* op) {
   if (a.numel() != b.numel() || a.cols() != b.cols()) bad(op, "operand shapes differ");
 }
 
+// The distance in floats between rows of an f32 device view that is contiguous or 2-D with
+// rows strided apart (a drafter copies several taps' rows at once that way).
+int64_t row_stride(const tensor_view& v, const char* op, const char* what) {
+  if (v.is_contiguous()) {
+    check_view(v, dtype::f32, op, what);
+    return v.cols();
+  }
+  if (v.ndim != 2 || v.strides[1] != 1 || v.strides[0] < v.shape[1])
+    bad(op, std::string(what) + " must be contiguous or 2-D rows with unit column stride");
+  if (v.type != dtype::f32 || v.dev.kind != device_kind::cuda)
+    bad(op, std::string(what) + " must be f32 in device memory");
+  return v.strides[0];
+}
+
 }  // namespace
 
 void cuda_backend::embed(const linear_weight& table, tensor_view ids, tensor_view out) {
@@ -76,13 +90,26 @@ void cuda_backend::rms_norm(tensor_view x, tensor_view weight, float eps, tensor
 void cuda_backend::add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
                                 tensor_view out) {
   op_profiler::scope timed(prof_, "add_rms_norm", stream_);
-  same_shape(residual, x, "add_rms_norm");
-  same_shape(residual, out, "add_rms_norm");
-  if (weight.numel() != x.cols()) bad("add_rms_norm", "weight must have one value per column");
-  cuda::add_rms_norm(f32(residual, "add_rms_norm", "residual"), f32(x, "add_rms_norm", "x"),
-                     f32(weight, "add_rms_norm", "weight"), eps, x.rows(), x.cols(),
-                     f32(out, "add_rms_norm", "out"), stream_);
-  check_launch("add_rms_norm");
+  add_norm("add_rms_norm", residual, x, weight, eps, out, nullptr);
+}
+
+void cuda_backend::add_rms_norm_keep(tensor_view residual, tensor_view x, tensor_view weight, float eps,
+                                     tensor_view out, tensor_view kept) {
+  op_profiler::scope timed(prof_, "add_rms_norm_keep", stream_);
+  same_shape(residual, kept, "add_rms_norm_keep");
+  float* k = f32(kept, "add_rms_norm_keep", "kept");
+  if (k == residual.data || k == x.data || k == out.data) bad("add_rms_norm_keep", "kept must not alias the others");
+  add_norm("add_rms_norm_keep", residual, x, weight, eps, out, k);
+}
+
+void cuda_backend::add_norm(const char* op, tensor_view residual, tensor_view x, tensor_view weight, float eps,
+                            tensor_view out, float* kept) {
+  same_shape(residual, x, op);
+  same_shape(residual, out, op);
+  if (weight.numel() != x.cols()) bad(op, "weight must have one value per column");
+  cuda::add_rms_norm(f32(residual, op, "residual"), f32(x, op, "x"), f32(weight, op, "weight"), eps, x.rows(),
+                     x.cols(), f32(out, op, "out"), kept, stream_);
+  check_launch(op);
 }
 
 int64_t cuda_backend::gemv_limit(const dev_matrix& m) const {
@@ -412,8 +439,9 @@ void cuda_backend::add(tensor_view a, tensor_view b, tensor_view out) {
 void cuda_backend::gather_rows(tensor_view x, tensor_view rows, tensor_view out) {
   op_profiler::scope timed(prof_, "gather_rows", stream_);
   if (out.rows() != rows.numel() || out.cols() != x.cols()) bad("gather_rows", "out must be [m, d]");
-  cuda::gather_rows(f32(x, "gather_rows", "x"), x.rows(), x.cols(), i32(rows, "gather_rows", "rows"),
-                    rows.numel(), f32(out, "gather_rows", "out"), stream_);
+  const int64_t ldx = row_stride(x, "gather_rows", "x"), ldo = row_stride(out, "gather_rows", "out");
+  cuda::gather_rows(x.ptr<float>(), x.rows(), x.cols(), ldx, i32(rows, "gather_rows", "rows"), rows.numel(),
+                    out.ptr<float>(), ldo, stream_);
   check_launch("gather_rows");
 }
 

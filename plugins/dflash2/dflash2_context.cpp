@@ -27,18 +27,18 @@ void spare_buffers::give(std::unique_ptr<device_buffer> b) {
 sequence_context::sequence_context(backend& be, spare_buffers& spare, int layers, int64_t kv_width, int64_t window,
                                    int64_t block, int taps, int64_t hidden, int64_t pending_rows)
     : be_(&be), spare_(&spare), kv_width_(kv_width), window_(window), block_(block),
-      k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)), hidden_(hidden), pending_rows_(pending_rows),
-      pending_(static_cast<size_t>(taps)) {}
+      k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)), taps_(taps), hidden_(hidden),
+      pending_rows_(pending_rows) {}
 
 sequence_context::~sequence_context() {
-  for (auto* set : {&k_, &v_, &pending_})
+  for (auto* set : {&k_, &v_})
     for (auto& b : *set) spare_->give(std::move(b));
+  spare_->give(std::move(pending_));
 }
 
 float* sequence_context::pending_row(int tap, int64_t row) {
-  std::unique_ptr<device_buffer>& b = pending_[static_cast<size_t>(tap)];
-  if (!b) b = spare_->take(*be_, static_cast<size_t>(pending_rows_ * hidden_) * sizeof(float));
-  return static_cast<float*>(b->data()) + row * hidden_;
+  if (!pending_) pending_ = spare_->take(*be_, static_cast<size_t>(taps_ * pending_stride()) * sizeof(float));
+  return static_cast<float*>(pending_->data()) + tap * pending_stride() + row * hidden_;
 }
 
 void sequence_context::add_pending(std::span<const int64_t> positions) {

@@ -18,8 +18,9 @@
 //   auto w = c.window(anchor_pos);         // rows [w.first, w.first + w.n); block at c.end()
 //
 // Taps can also wait as they came (pending): a sequence that is not drafting then pays one
-// copy per token, and its context rows are computed together, one product over many rows,
-// when a block needs them or the pending buffer is full.
+// copy per observed run of tokens (all taps at once: they are rows of one buffer), and its
+// context rows are computed together, one product over many rows, when a block needs them
+// or the pending buffer is full.
 //   int64_t at = c.pending();              // copy n rows of each tap to pending_row(i, at..)
 //   c.add_pending(positions);
 //   ... compute context rows from pending_row(i, 0..pending()) ...; c.clear_pending();
@@ -83,8 +84,10 @@ class sequence_context {
   int64_t pending() const { return static_cast<int64_t>(pending_pos_.size()); }
   int64_t pending_capacity() const { return pending_rows_; }
   std::span<const int64_t> pending_positions() const { return pending_pos_; }
-  // Device pointer to pending row `row` of tap `tap` ([pending_capacity, hidden] each).
+  // Device pointer to pending row `row` of tap `tap`: one buffer [taps, pending_capacity,
+  // hidden], so tap i's rows from `row` on are pending_row(0, row) + i * pending_stride().
   float* pending_row(int tap, int64_t row);
+  int64_t pending_stride() const { return pending_rows_ * hidden_; }  // floats
   // The rows at pending() .. + n now hold these positions (ascending, past every observed one).
   void add_pending(std::span<const int64_t> positions);
   void clear_pending() { pending_pos_.clear(); }
@@ -100,9 +103,10 @@ class sequence_context {
   int64_t first_ = 0;     // rows before it are evicted (their positions still in pos_)
   std::vector<int64_t> pos_;  // position of each row [0, end())
   std::vector<std::unique_ptr<device_buffer>> k_, v_;  // per layer, [capacity, kv_width] f32
+  int taps_;
   int64_t hidden_, pending_rows_;
   std::vector<int64_t> pending_pos_;
-  std::vector<std::unique_ptr<device_buffer>> pending_;  // per tap, [pending_rows, hidden] f32 (on first use)
+  std::unique_ptr<device_buffer> pending_;  // [taps, pending_rows, hidden] f32 (on first use)
 };
 
 }  // namespace tandem::dflash2

@@ -100,23 +100,22 @@ void dflash2_drafter::observe(uint64_t seq_id, int64_t first_pos, std::span<cons
                   std::to_string(c.hidden_size) + "]");
   if (n == 0) return;
 
-  std::vector<tensor_view> rows(taps.begin(), taps.end());
-  for (const tensor_view& v : rows)
+  for (const tensor_view& v : taps)
     if (v.type != dtype::f32)
       throw error("drafter.dflash2: a tap is not [n, hidden] f32 rows (" + std::string(name(v.type)) + ")");
-  std::vector<int64_t> positions(static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r) positions[static_cast<size_t>(r)] = first_pos + r;
+  positions_.resize(static_cast<size_t>(n));  // kept between calls: no allocation a step
+  for (int64_t r = 0; r < n; ++r) positions_[static_cast<size_t>(r)] = first_pos + r;
   dflash2::sequence_context& seq = sequence(seq_id);
   seq.crop(first_pos);  // recomputed rows (after a preemption) replace the held ones
   // A prompt chunk is computed at once (one product over its rows); a few decode rows wait
   // as taps until a block needs them, so a sequence that is not drafting pays a copy.
   if (n > seq.pending_capacity()) {
     pass_->flush(seq);
-    pass_->context(seq, rows, positions);
+    pass_->context(seq, taps, positions_);
     return;
   }
   if (seq.pending() + n > seq.pending_capacity()) pass_->flush(seq);
-  pass_->stage(seq, rows, positions);
+  pass_->stage(seq, taps, positions_);
 }
 
 dflash2::block_output dflash2_drafter::draft_block(uint64_t seq_id, int32_t anchor, int64_t anchor_pos, int slots,

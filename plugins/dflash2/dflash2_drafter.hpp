@@ -79,6 +79,7 @@ class dflash2_drafter final : public drafter {
   backend* be_ = nullptr;                         // set by bind()
   dflash2::spare_buffers spare_;                  // before seqs_: they give their buffers back
   std::map<uint64_t, dflash2::sequence_context> seqs_;
+  std::vector<int64_t> positions_;                // observe()'s, reused
 };
 
 }  // namespace tandem

@@ -2,11 +2,30 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "tandem/error.hpp"
 
 namespace tandem::dflash2 {
+
+tensor_view stacked_taps(std::span<const tensor_view> taps) {
+  if (taps.empty()) return {};
+  const tensor_view& t0 = taps.front();
+  const int64_t run = t0.numel();
+  const auto addr = [](const tensor_view& v) { return reinterpret_cast<std::uintptr_t>(v.data); };
+  // Tap 1 from the end of tap 0 on (neither overlapping nor below it), every tap in step.
+  if (taps.size() > 1 && addr(taps[1]) < addr(t0) + run * sizeof(float)) return {};
+  const std::uintptr_t step = taps.size() > 1 ? addr(taps[1]) - addr(t0) : run * sizeof(float);
+  if (step % sizeof(float) != 0) return {};
+  for (size_t i = 0; i < taps.size(); ++i)
+    if (taps[i].type != dtype::f32 || !taps[i].is_contiguous() || taps[i].numel() != run || taps[i].dev != t0.dev ||
+        addr(taps[i]) != addr(t0) + i * step)
+      return {};
+  tensor_view v = tensor_view::contiguous(t0.data, dtype::f32, {static_cast<int64_t>(taps.size()), run}, t0.dev);
+  v.strides[0] = static_cast<int64_t>(step / sizeof(float));
+  return v;
+}
 
 forward_pass::forward_pass(const dflash2_model& m, backend& be) : m_(m), be_(be), scratch_(s_count) {
   zeros_ = be.alloc(sizeof(int32_t));
@@ -27,6 +46,12 @@ float* forward_pass::scratch(size_t i, int64_t floats) {
 
 tensor_view forward_pass::rows(float* p, int64_t n, int64_t cols) const {
   return tensor_view::contiguous(p, dtype::f32, {n, cols}, be_.dev());
+}
+
+tensor_view forward_pass::rows(float* p, int64_t n, int64_t cols, int64_t stride) const {
+  tensor_view v = rows(p, n, cols);
+  v.strides[0] = stride;
+  return v;
 }
 
 // Rows more than context_window before the newest can never be attended to again: the
@@ -100,9 +125,17 @@ void forward_pass::stage(sequence_context& seq, std::span<const tensor_view> tap
   if (n == 0) return;
   if (seq.pending() + n > seq.pending_capacity()) throw error("drafter.dflash2: staged taps overflow the pending buffer");
   const int64_t d = m_.cfg.hidden_size, at = seq.pending();
-  const tensor_view order = in_order(n, seq.pending_capacity());
-  for (size_t i = 0; i < taps.size(); ++i)
-    be_.gather_rows(taps[i], order, rows(seq.pending_row(static_cast<int>(i), at), n, d));
+  const auto T = static_cast<int64_t>(taps.size());
+  // Tap i's new rows are row i of a [T, n * d] view of the pending buffer: taps that lie at
+  // one stride go over in one gather (one launch a step, not one a tap).
+  if (const tensor_view all = stacked_taps(taps); all.data) {
+    const tensor_view pending = rows(seq.pending_row(0, at), T, n * d, seq.pending_stride());
+    be_.gather_rows(all, in_order(T, seq.pending_capacity()), pending);
+  } else {
+    const tensor_view order = in_order(n, seq.pending_capacity());
+    for (size_t i = 0; i < taps.size(); ++i)
+      be_.gather_rows(taps[i], order, rows(seq.pending_row(static_cast<int>(i), at), n, d));
+  }
   seq.add_pending(positions);
 }
 
@@ -145,17 +178,17 @@ void forward_pass::flush(std::span<sequence_context* const> seqs) {
   }
   const auto n = static_cast<int64_t>(positions.size());
   const tensor_view pv = positions_on_device(positions);
-  const tensor_view order = in_order(most, parts.front().seq->pending_capacity());
+  const tensor_view order = in_order(std::max<int64_t>(most, T), parts.front().seq->pending_capacity());
   const auto first = [&](int64_t count) { return tensor_view::contiguous(order.data, dtype::i32, {count}, be_.dev()); };
 
   // The taps stacked (T blocks of [n, d]): one product per tap over every sequence's rows.
-  float* stacked = scratch(s_ctx_taps, T * n * d);
+  // A sequence's rows of every tap ([T, rows * d] of its pending buffer) go over in one gather.
+  float* all = scratch(s_ctx_taps, T * n * d);
+  for (const part& p : parts)
+    be_.gather_rows(rows(p.seq->pending_row(0, p.skip), T, p.n * d, p.seq->pending_stride()), first(T),
+                    rows(all + p.first * d, T, p.n * d, n * d));
   std::vector<tensor_view> taps;
-  for (int i = 0; i < T; ++i) {
-    for (const part& p : parts)
-      be_.gather_rows(rows(p.seq->pending_row(i, p.skip), p.n, d), first(p.n), rows(stacked + (i * n + p.first) * d, p.n, d));
-    taps.push_back(rows(stacked + i * n * d, n, d));
-  }
+  for (int i = 0; i < T; ++i) taps.push_back(rows(all + i * n * d, n, d));
   const tensor_view ctx = fuse_taps(taps, n);
 
   float* k = scratch(s_ctx_k, n * kv);

@@ -27,6 +27,12 @@ struct block_output {
   std::vector<int32_t> draft;  // [slots]
 };
 
+// Taps that lie one after another at one stride in one buffer (as llama_model keeps them:
+// [tap][capacity][hidden]), each n contiguous f32 rows, as one [T, n * d] view whose row i
+// is tap i's rows (stage() copies them all with one gather); an empty view (no data) when
+// they do not.
+tensor_view stacked_taps(std::span<const tensor_view> taps);
+
 // One sequence's block in a blocks() pass.
 struct block_request {
   sequence_context* seq = nullptr;
@@ -42,8 +48,9 @@ class forward_pass {
   // Computes Kc / Vc of n committed tokens at `positions` (ascending, past the held ones)
   // from their taps (each [n, hidden] in the backend's memory) and appends them to `seq`.
   void context(sequence_context& seq, std::span<const tensor_view> taps, std::span<const int64_t> positions);
-  // Keeps n rows of each tap in the sequence's pending buffer instead (a copy each; n at most
-  // the room left there), for flush() to turn into context rows together.
+  // Keeps n rows of each tap in the sequence's pending buffer instead (one copy for all the
+  // taps when they lie at one stride in one buffer, else one each; n at most the room left
+  // there), for flush() to turn into context rows together.
   void stage(sequence_context& seq, std::span<const tensor_view> taps, std::span<const int64_t> positions);
   // context() of every pending row, in one pass.
   void flush(sequence_context& seq);
@@ -70,6 +77,7 @@ class forward_pass {
   // A scratch buffer of the backend, grown to the largest request.
   float* scratch(size_t i, int64_t floats);
   tensor_view rows(float* p, int64_t n, int64_t cols) const;
+  tensor_view rows(float* p, int64_t n, int64_t cols, int64_t stride) const;  // rows `stride` floats apart
   // The index of the first of these ascending positions still within context_window of the last.
   size_t first_in_reach(std::span<const int64_t> positions) const;
   // The positions as i32 in device memory (scratch slot s_pos).

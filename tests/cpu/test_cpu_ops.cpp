@@ -132,6 +132,48 @@ BOOST_AUTO_TEST_CASE(norms_match_reference) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(add_rms_norm_keep_keeps_the_sum) {
+  // add_rms_norm_keep writes residual + x to `kept` and changes nothing else: the residual
+  // and the normalised output are add_rms_norm's, kept is add()'s, bit for bit (kept starts
+  // as NaN, which a comparison of bits catches). The backend's default (add, then
+  // add_rms_norm) gives the same bits; kept may be rows of a larger buffer (a tap slot).
+  std::mt19937 rng(13);
+  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (auto& be : backends()) {
+    for (int64_t n : {1, 3, 40}) {
+      for (int64_t d : {7, 576}) {
+        auto x = test::random_floats(rng, n * d), w = test::random_floats(rng, d);
+        const auto res0 = test::random_floats(rng, n * d);
+        std::vector<float> sum(n * d), res_plain = res0, out_plain(n * d);
+        ref::add(res0.data(), x.data(), n * d, sum.data());
+        be->add_rms_norm(view(res_plain, {n, d}), view(x, {n, d}), view(w, {d}), 1e-5f, view(out_plain, {n, d}));
+        for (bool by_default : {false, true}) {
+          std::vector<float> res = res0, out(n * d, NAN), slot(2 * n * d, NAN);
+          const tensor_view kept = tensor_view::contiguous(slot.data() + n * d, dtype::f32, {n, d});
+          if (by_default) be->backend::add_rms_norm_keep(view(res, {n, d}), view(x, {n, d}), view(w, {d}), 1e-5f,
+                                                         view(out, {n, d}), kept);
+          else be->add_rms_norm_keep(view(res, {n, d}), view(x, {n, d}), view(w, {d}), 1e-5f, view(out, {n, d}), kept);
+          BOOST_TEST_CONTEXT("n " << n << ", d " << d << (by_default ? ", the default" : "")) {
+            BOOST_TEST(same_bits(std::vector<float>(slot.begin() + n * d, slot.end()), sum));
+            BOOST_TEST(std::isnan(slot[0]));  // nothing before kept's rows is written
+            BOOST_TEST(same_bits(res, res_plain));
+            BOOST_TEST(same_bits(out, out_plain));
+          }
+        }
+        std::vector<float> res = res0, out(n * d);
+        BOOST_CHECK_THROW(be->add_rms_norm_keep(view(res, {n, d}), view(x, {n, d}), view(w, {d}), 1e-5f,
+                                                view(out, {n, d}), view(out, {n, d})),
+                          error);  // kept aliasing out
+        BOOST_CHECK_THROW(be->add_rms_norm_keep(view(res, {n, d}), view(x, {n, d}), view(w, {d}), 1e-5f,
+                                                view(out, {n, d}), view(sum, {n * d, 1})),
+                          error);  // misshapen
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(linear_fused_equals_separate_ops) {
   // backend::linear_fused's default (which backend.cpu uses) against the ops it stands for:
   // the same kernels on the same values, so the results must be bit-identical.
@@ -258,6 +300,28 @@ BOOST_AUTO_TEST_CASE(pointwise_ops_match_reference) {
       rows[1] = static_cast<int32_t>(n);
       BOOST_CHECK_THROW(be->gather_rows(view(g, {n, d}), view(rows, {3}), view(gathered, {3, d})), error);
     }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gather_rows_takes_strided_rows) {
+  // x and out as 2-D views of rows strided apart (a drafter copies every tap's rows of a
+  // token run at once that way): out row i is x row rows[i], the floats between rows untouched.
+  std::mt19937 rng(14);
+  for (auto& be : backends()) {
+    const int64_t m = 3, d = 10, ldx = 17, ldo = 12;
+    auto x = test::random_floats(rng, 4 * ldx);
+    std::vector<float> out(m * ldo, NAN);
+    std::vector<int32_t> rows{2, 0, 3};
+    tensor_view xv = view(x, {4, d}), ov = view(out, {m, d});
+    xv.strides[0] = ldx;
+    ov.strides[0] = ldo;
+    be->gather_rows(xv, view(rows, {m}), ov);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < ldo; ++j) {
+        const float got = out[i * ldo + j];
+        if (j < d) BOOST_TEST(got == x[rows[i] * ldx + j]);
+        else BOOST_TEST(std::isnan(got));
+      }
   }
 }
 

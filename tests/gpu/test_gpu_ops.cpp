@@ -5,8 +5,9 @@
 #include <numeric>
 #include <boost/test/included/unit_test.hpp>
 
-// Every backend.cuda op against kernels/ref on fresh random inputs, outputs NaN-poisoned
-// before each run. Tolerances, per path:
+// Every backend.cuda op against kernels/ref on fresh random inputs (add_rms_norm_keep and
+// strided gathers against backend.cpu), outputs NaN-poisoned before each run. Tolerances,
+// per path:
 //  - fp32 paths (GEMV, norms, RoPE, decode attention) differ from the reference in summation
 //    order only: ||gpu - ref|| / ||ref|| < 1e-5 (attention: 2e-5, its softmax is rescaled
 //    online); prefill attention runs on f16 tensor cores: < 3e-3;
@@ -30,6 +31,7 @@
 #include <random>
 #include <sstream>
 
+#include "cpu_backend.hpp"
 #include "cuda_weights.hpp"
 #include "gpu_util.hpp"
 #include "kv_elems.hpp"
@@ -650,6 +652,69 @@ BOOST_AUTO_TEST_CASE(norms) {
     BOOST_TEST(test::max_abs_err(dr.host(), res_ref) == 0.0, "residual d=" << d);
     BOOST_TEST(test::rel_err(out.host(), ref2) < 1e-5, "add_rms_norm d=" << d);
   }
+}
+
+BOOST_AUTO_TEST_CASE(add_rms_norm_keep_against_backend_cpu) {
+  // The sum add_rms_norm_keep keeps (into rows of a larger buffer, as a model's tap slot)
+  // and the residual it leaves equal backend.cpu's bit for bit (one f32 add each); its
+  // output equals backend.cuda's add_rms_norm bit for bit (the same kernel, one more store)
+  // and backend.cpu's within the norms' fp32 tolerance.
+  cpu::cpu_backend host({.threads = 1});
+  for (int64_t d : {576, 64, 1000}) {
+    for (int64_t n : {1, 7}) {
+      auto x = test::random_floats(rng(), n * d, 3.0f), r = test::random_floats(rng(), n * d);
+      auto w = test::random_floats(rng(), d);
+      std::vector<float> cr = r, cout(n * d), ckept(n * d);
+      host.add_rms_norm_keep(test::view(cr, {n, d}), test::view(x, {n, d}), test::view(w, {d}), 1e-5f,
+                             test::view(cout, {n, d}), test::view(ckept, {n, d}));
+      dvec<float> dx(gpu(), x), dw(gpu(), w), plain_r(gpu(), r), plain_out(gpu(), n * d);
+      gpu().add_rms_norm(plain_r.view({n, d}), dx.view({n, d}), dw.view({d}), 1e-5f, plain_out.view({n, d}));
+      dvec<float> dr(gpu(), r), out(gpu(), n * d), slot(gpu(), 2 * n * d);
+      const tensor_view kept =
+          tensor_view::contiguous(static_cast<float*>(slot.buf->data()) + n * d, dtype::f32, {n, d}, gpu().dev());
+      gpu().add_rms_norm_keep(dr.view({n, d}), dx.view({n, d}), dw.view({d}), 1e-5f, out.view({n, d}), kept);
+      const std::vector<float> sh = slot.host();
+      BOOST_TEST(test::max_abs_err(std::vector<float>(sh.begin() + n * d, sh.end()), ckept) == 0.0, "kept d=" << d);
+      BOOST_TEST(std::isnan(sh[0]), "rows before kept untouched, d=" << d);
+      BOOST_TEST(test::max_abs_err(dr.host(), cr) == 0.0, "residual d=" << d);
+      BOOST_TEST(test::max_abs_err(out.host(), plain_out.host()) == 0.0, "out as add_rms_norm's, d=" << d);
+      BOOST_TEST(test::rel_err(out.host(), cout) < 1e-5, "out as backend.cpu's, d=" << d);
+      BOOST_CHECK_THROW(gpu().add_rms_norm_keep(dr.view({n, d}), dx.view({n, d}), dw.view({d}), 1e-5f, out.view({n, d}),
+                                                out.view({n, d})),
+                        error);  // kept aliasing out
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gather_strided_rows_against_backend_cpu) {
+  // gather_rows over 2-D views of rows strided apart, as drafter.dflash2 copies every tap's
+  // rows of a token run at once ([taps, n * d], rows capacity * d apart, into its pending
+  // buffer's rows): the bytes backend.cpu writes, the floats between out's rows untouched.
+  cpu::cpu_backend host({.threads = 1});
+  const int64_t taps = 5, run = 3 * 576, ldx = run + 100, ldo = run + 37;
+  auto x = test::random_floats(rng(), taps * ldx);
+  for (const std::vector<int32_t>& rows : {std::vector<int32_t>{0, 1, 2, 3, 4}, std::vector<int32_t>{4, 1, 1, 0}}) {
+    const auto m = static_cast<int64_t>(rows.size());
+    auto strided = [&](tensor_view v, int64_t ld) {
+      v.strides[0] = ld;
+      return v;
+    };
+    std::vector<float> cx = x, cout(m * ldo);
+    std::vector<int32_t> crows = rows;
+    std::memset(cout.data(), 0xff, cout.size() * sizeof(float));  // dvec's poison
+    host.gather_rows(strided(test::view(cx, {taps, run}), ldx), test::view(crows, {m}),
+                     strided(test::view(cout, {m, run}), ldo));
+    dvec<float> dx(gpu(), x), out(gpu(), m * ldo);
+    dvec<int32_t> dr(gpu(), rows);
+    gpu().gather_rows(strided(dx.view({taps, run}), ldx), dr.view({m}), strided(out.view({m, run}), ldo));
+    const std::vector<float> got = out.host();
+    BOOST_TEST(std::memcmp(got.data(), cout.data(), got.size() * sizeof(float)) == 0, "rows " << m);
+  }
+  dvec<float> dx(gpu(), x), out(gpu(), 2 * run);
+  dvec<int32_t> dr(gpu(), std::vector<int32_t>{0, 1});
+  tensor_view overlapping = dx.view({2, run});
+  overlapping.strides[0] = run - 1;
+  BOOST_CHECK_THROW(gpu().gather_rows(overlapping, dr.view({2}), out.view({2, run})), error);
 }
 
 BOOST_AUTO_TEST_CASE(rope_pointwise_gather) {

@@ -7,6 +7,8 @@
 //  - linear=q8 (the fast path: activations rounded to 8 bits like llama.cpp) against
 //    llama.cpp on the file as shipped: logits within the stated tolerance, greedy identical
 //    up to the first step where the reference's own best-vs-second margin is a near-tie.
+// And the hidden-state taps a drafter reads: the tap of layer l is bit for bit the stream
+// that a model cut after layer l leaves for its output norm.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -150,4 +152,60 @@ constexpr float q8_tolerance = 1.5f;
 BOOST_AUTO_TEST_CASE(q8_linears_stay_within_llama_cpp_error_of_f32_reference) {
   stack s("q8");
   check_against(s, test::load_logits_fixture("hf_f32.json"), q8_tolerance, q8_tolerance);
+}
+
+// forward_options::hidden_layers: the tap of layer l is the residual stream after layer l
+// (kept by the norm that adds the layer's output), which is what a model of only the first
+// l + 1 layers leaves before its output norm (hidden_states(-1)): the same ops on the same
+// rows, so the same bits; for a prompt and for the decode step after it. A layer listed
+// twice reads the same rows at both listings; the last layer's tap is the full model's
+// hidden_states(-1).
+BOOST_AUTO_TEST_CASE(taps_are_the_stream_of_a_model_cut_after_the_layer) {
+  stack s("q8");
+  const std::vector<int> layers = {14, 0, 29, 14, 5};
+  const std::vector<int32_t> prompt = {1, 504, 3000, 42, 7, 12000, 88};
+  std::vector<int32_t> pages;
+  BOOST_REQUIRE(s.pool.grow(pages, static_cast<int64_t>(prompt.size()) + 1));
+  const auto host_rows = [&](const tensor_view& v) {
+    std::vector<float> h(static_cast<size_t>(v.numel()));
+    s.be->copy_to_host(h.data(), v.data, h.size() * sizeof(float));
+    s.be->synchronize();
+    return h;
+  };
+  // The prompt, then one decode token: each step's taps (by listing) and final stream.
+  const auto run = [&](llama_model& m, const std::vector<int>& taps) {
+    std::vector<std::vector<std::vector<float>>> steps;
+    for (int step = 0; step < 2; ++step) {
+      step_plan plan;
+      plan.seqs.push_back({1, step == 0 ? 0 : static_cast<int64_t>(prompt.size()),
+                           step == 0 ? prompt : std::vector<int32_t>{501}, pages, true, {}});
+      m.forward(plan, forward_options{.hidden_layers = taps});
+      std::vector<std::vector<float>> got;
+      for (size_t i = 0; i < taps.size(); ++i) got.push_back(host_rows(m.hidden_states(static_cast<int>(i))));
+      got.push_back(host_rows(m.hidden_states(-1)));
+      steps.push_back(std::move(got));
+    }
+    return steps;
+  };
+  const auto full = run(*s.model, layers);
+  for (int step = 0; step < 2; ++step)
+    BOOST_TEST_CONTEXT("step " << step) {
+      const auto& f = full[static_cast<size_t>(step)];
+      BOOST_TEST(f[0].size() == (step == 0 ? prompt.size() : 1u) * static_cast<size_t>(s.model->info().hidden));
+      BOOST_TEST((f[0] == f[3]));  // layer 14 twice
+      BOOST_TEST((f[2] == f[5]));  // layer 29 = the stream the output norm reads
+      BOOST_TEST((f[0] != f[1]));
+    }
+  for (int l : {0, 5, 14, 29}) {
+    llama_hparams hp = s.model->hparams();
+    hp.n_layers = l + 1;
+    llama_model cut(*s.be, *s.weights, hp, s.pool.n_pages(), s.pool.page_size());
+    const auto stream = run(cut, {});
+    const size_t listed = static_cast<size_t>(std::find(layers.begin(), layers.end(), l) - layers.begin());
+    for (int step = 0; step < 2; ++step)
+      BOOST_TEST_CONTEXT("layer " << l << ", step " << step) {
+        BOOST_TEST((full[static_cast<size_t>(step)][listed] == stream[static_cast<size_t>(step)][0]));
+      }
+  }
+  s.pool.release(pages);
 }

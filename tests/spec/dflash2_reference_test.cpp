@@ -182,7 +182,9 @@ BOOST_AUTO_TEST_CASE(sharded_and_bf16_layouts_of_the_same_weights) {
 BOOST_AUTO_TEST_CASE(observing_in_any_chunks_gives_the_same_block) {
   // The same 150 rows of taps observed at once (a prompt chunk: computed directly), one row
   // at a time (kept pending, flushed when the pending buffer fills and at the block) and in
-  // chunks of 50 give the same logits and drafts: only where the work happens differs.
+  // chunks of 50 give the same logits and drafts: only where the work happens differs. The
+  // taps come in one buffer at one stride as llama_model keeps them (stage() copies the rows
+  // of all taps in one gather), and in reverse order (one gather a tap).
   const fixture_case c("case.safetensors");
   const int64_t n = 150;
   std::mt19937 rng(11);
@@ -193,19 +195,30 @@ BOOST_AUTO_TEST_CASE(observing_in_any_chunks_gives_the_same_block) {
     t.resize(static_cast<size_t>(n * d));
     for (float& x : t) x = normal(rng);
   }
-  const auto observe = [&](dflash2_drafter& dr, int64_t from, int64_t to) {
+  const auto T = static_cast<int64_t>(taps.size()), slot = (n + 3) * d;  // slots of n + 3 rows, the rest NaN
+  std::vector<float> one(static_cast<size_t>(T * slot), NAN), reversed = one;
+  for (int64_t i = 0; i < T; ++i) {
+    std::copy(taps[i].begin(), taps[i].end(), one.begin() + i * slot);
+    std::copy(taps[i].begin(), taps[i].end(), reversed.begin() + (T - 1 - i) * slot);
+  }
+  const auto observe = [&](dflash2_drafter& dr, int64_t from, int64_t to, bool stacked) {
     std::vector<tensor_view> views;
-    for (auto& t : taps) views.push_back(tensor_view::contiguous(t.data() + from * d, dtype::f32, {to - from, d}));
+    for (int64_t i = 0; i < T; ++i) {
+      float* rows = stacked ? one.data() + i * slot : reversed.data() + (T - 1 - i) * slot;
+      views.push_back(tensor_view::contiguous(rows + from * d, dtype::f32, {to - from, d}));
+    }
+    BOOST_REQUIRE((dflash2::stacked_taps(views).data != nullptr) == stacked);
     dr.observe(1, from, views);
   };
   std::vector<std::vector<float>> logits;
   std::vector<std::vector<int32_t>> drafts;
-  for (int64_t chunk : {n, int64_t(1), int64_t(50)}) {
+  for (auto [chunk, stacked] : {std::pair{n, false}, {int64_t(1), false}, {int64_t(50), false}, {int64_t(1), true},
+                                {int64_t(50), true}}) {
     dflash2_drafter dr(settings_for(fixture_dir()));
     cpu_target t(dr.config(), c.table(), c.head());
     dr.bind(t.target);
     BOOST_REQUIRE(n > dflash2_drafter::pending_taps);  // the buffer fills at least once
-    for (int64_t at = 0; at < n; at += chunk) observe(dr, at, std::min(n, at + chunk));
+    for (int64_t at = 0; at < n; at += chunk) observe(dr, at, std::min(n, at + chunk), stacked);
     BOOST_TEST(dr.context(1)->newest() == n - 1);
     const auto out = dr.draft_block(1, 5, n, dr.config().block_size - 1);
     BOOST_TEST(dr.context(1)->pending() == 0);
@@ -217,6 +230,34 @@ BOOST_AUTO_TEST_CASE(observing_in_any_chunks_gives_the_same_block) {
     BOOST_TEST(max_abs_diff(logits[0], logits[i]) <= 1e-4f);
     BOOST_TEST(drafts[0] == drafts[i], boost::test_tools::per_element());
   }
+}
+
+BOOST_AUTO_TEST_CASE(stacked_taps_only_at_one_stride) {
+  // Taps of n rows at one stride of at least n rows in one buffer are one [T, n * d] view;
+  // any other layout (a tap out of step, overlapping or aliased taps, a strided tap) is not.
+  const int64_t n = 3, d = 4, T = 3;
+  std::vector<float> buf(static_cast<size_t>(T * 8 * d));
+  const auto taps_at = [&](std::vector<int64_t> offsets) {
+    std::vector<tensor_view> v;
+    for (int64_t o : offsets) v.push_back(tensor_view::contiguous(buf.data() + o, dtype::f32, {n, d}));
+    return v;
+  };
+  const tensor_view s = dflash2::stacked_taps(taps_at({5, 5 + 8 * d, 5 + 16 * d}));
+  BOOST_TEST(s.data == static_cast<void*>(buf.data() + 5));
+  BOOST_TEST(s.ndim == 2);
+  BOOST_TEST(s.shape[0] == T);
+  BOOST_TEST(s.shape[1] == n * d);
+  BOOST_TEST(s.strides[0] == 8 * d);
+  BOOST_TEST(s.strides[1] == 1);
+  BOOST_TEST(dflash2::stacked_taps(taps_at({0, n * d, 2 * n * d})).strides[0] == n * d);  // back to back
+  BOOST_TEST(dflash2::stacked_taps(taps_at({7})).shape[0] == 1);
+  BOOST_TEST(!dflash2::stacked_taps(taps_at({0, 8 * d, 17 * d})).data);      // the third out of step
+  BOOST_TEST(!dflash2::stacked_taps(taps_at({0, n * d - 1, 2 * n * d - 2})).data);  // overlapping
+  BOOST_TEST(!dflash2::stacked_taps(taps_at({0, 0, 0})).data);               // one tap thrice
+  BOOST_TEST(!dflash2::stacked_taps(taps_at({16 * d, 8 * d, 0})).data);      // descending
+  std::vector<tensor_view> strided = taps_at({0, 8 * d, 16 * d});
+  strided[1].strides[0] = d + 1;
+  BOOST_TEST(!dflash2::stacked_taps(strided).data);
 }
 
 BOOST_AUTO_TEST_CASE(q8_0_matrices_stay_close_to_the_reference) {

@@ -229,6 +229,12 @@ class TANDEM_API backend : public plugin_object {
   // residual += x; out = rms_norm(residual).  The fused pre-norm of each block.
   virtual void add_rms_norm(tensor_view residual, tensor_view x, tensor_view weight, float eps,
                             tensor_view out) = 0;
+  // add_rms_norm() that also writes the new residual to `kept`: a model keeps a layer's
+  // output (a drafter's tap) without an add of its own. kept: [n, d], aliasing none of the
+  // others. The default runs add() into kept, then add_rms_norm() (the same f32 sums, one op
+  // more); a backend may write both from one kernel.
+  virtual void add_rms_norm_keep(tensor_view residual, tensor_view x, tensor_view weight, float eps,
+                                 tensor_view out, tensor_view kept);
   // y = x W^T.  x: [n, in] -> y: [n, out]
   virtual void linear(const linear_weight& w, tensor_view x, tensor_view y) = 0;
   // y = f(x) W^T, or y += f(x) W^T when `accumulate` (the same f32 addition add() does).
@@ -258,7 +264,8 @@ class TANDEM_API backend : public plugin_object {
   virtual void silu_mul(tensor_view gate, tensor_view up, tensor_view out) = 0;
   // out = a + b.  all the same shape
   virtual void add(tensor_view a, tensor_view b, tensor_view out) = 0;
-  // out[i] = x[rows[i]].  x: [n, d]; rows: i32 [m] -> out: [m, d]
+  // out[i] = x[rows[i]].  x: [n, d]; rows: i32 [m] -> out: [m, d] (x and out may be 2-D
+  // views of rows strided apart)
   virtual void gather_rows(tensor_view x, tensor_view rows, tensor_view out) = 0;
   // One token per row of logits, drawn as params[i] says.  logits: f32 [m, vocab] -> ids: i32 [m]
   virtual void sample(tensor_view logits, std::span<const sampling_params> params,

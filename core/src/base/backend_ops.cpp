@@ -1,5 +1,6 @@
-// The backend op families: names for messages, supports()' default, and the defaults of
-// the ops beyond the dense family (each throws naming the backend and the op).
+// The backend op families: names for messages, supports()' default, add_rms_norm_keep()'s
+// default (two dense ops), and the defaults of the ops beyond the dense family (each throws
+// naming the backend and the op).
 #include <string>
 
 #include "tandem/backend.hpp"
@@ -53,6 +54,12 @@ bool backend::supports(backend_op op) const {
 void backend::unsupported(backend_op op) const {
   throw error(describe() + ": op " + std::string(name(op)) + " (" + std::string(family(op)) +
               " family) is not implemented");
+}
+
+void backend::add_rms_norm_keep(tensor_view residual, tensor_view x, tensor_view weight, float eps, tensor_view out,
+                                tensor_view kept) {
+  add(residual, x, kept);  // before add_rms_norm() updates residual
+  add_rms_norm(residual, x, weight, eps, out);
 }
 
 void backend::layer_norm(tensor_view, tensor_view, tensor_view, float, tensor_view) {

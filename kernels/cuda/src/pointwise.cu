@@ -12,12 +12,14 @@ namespace {
 using detail::blocks_for;
 
 // One block per row. The sum of squares is a tree sum (the reference sums in order; both
-// are fp32, so they differ by rounding only). The weight (a model parameter, never written
-// by the kernels of a step) is requested before the kernel waits for its predecessor, so
-// its load is not one more round trip after the sum: a thread's first value (all of them
-// for d <= 1024, the decode norms) comes from that early load.
+// are fp32, so they differ by rounding only). With x, the sum residual + x is stored back,
+// and to `kept` too when it is given (a model's hidden-state tap: no add launch of its own).
+// The weight (a model parameter, never written by the kernels of a step) is requested
+// before the kernel waits for its predecessor, so its load is not one more round trip after
+// the sum: a thread's first value (all of them for d <= 1024, the decode norms) comes from
+// that early load.
 __global__ void rms_norm_kernel(float* residual, const float* x, const float* w, float eps,
-                                int64_t d, float* out) {
+                                int64_t d, float* out, float* kept) {
   __shared__ float red[32];
   const float w0 = threadIdx.x < d ? __ldg(w + threadIdx.x) : 0.0f;
   detail::pdl_wait();
@@ -25,12 +27,14 @@ __global__ void rms_norm_kernel(float* residual, const float* x, const float* w,
   const int64_t row = blockIdx.x;
   float* r = residual + row * d;
   const float* xr = x ? x + row * d : nullptr;
+  float* kr = kept ? kept + row * d : nullptr;
   float ss = 0.0f;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
     float v = r[j];
     if (xr) {
       v += xr[j];
       r[j] = v;
+      if (kr) kr[j] = v;
     }
     ss += v * v;
   }
@@ -74,12 +78,12 @@ __global__ void add_kernel(const float* a, const float* b, int64_t count, float*
   if (i < count) out[i] = a[i] + b[i];
 }
 
-__global__ void gather_kernel(const float* x, int64_t n, int64_t d, const int32_t* rows,
-                              float* out) {
+__global__ void gather_kernel(const float* x, int64_t n, int64_t d, int64_t ldx, const int32_t* rows,
+                              float* out, int64_t ldo) {
   const int64_t i = blockIdx.y;
   const int32_t r = rows[i];
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < d; j += gridDim.x * int64_t{blockDim.x})
-    out[i * d + j] = r >= 0 && r < n ? x[r * d + j] : nanf("");
+    out[i * ldo + j] = r >= 0 && r < n ? x[r * ldx + j] : nanf("");
 }
 
 __global__ void f32_to_f16_kernel(const float* x, int64_t count, __half* out) {
@@ -95,13 +99,13 @@ void rms_norm(const float* x, const float* w, float eps, int64_t n, int64_t d, f
   if (n == 0) return;
   // Without a residual the kernel only reads `residual`: cast away const for the shared kernel.
   detail::launch_pdl(rms_norm_kernel, dim3(n), dim3(norm_threads(d)), 0, stream, const_cast<float*>(x),
-                     static_cast<const float*>(nullptr), w, eps, d, out);
+                     static_cast<const float*>(nullptr), w, eps, d, out, static_cast<float*>(nullptr));
 }
 
 void add_rms_norm(float* residual, const float* x, const float* w, float eps, int64_t n, int64_t d,
-                  float* out, cudaStream_t stream) {
+                  float* out, float* kept, cudaStream_t stream) {
   if (n == 0) return;
-  detail::launch_pdl(rms_norm_kernel, dim3(n), dim3(norm_threads(d)), 0, stream, residual, x, w, eps, d, out);
+  detail::launch_pdl(rms_norm_kernel, dim3(n), dim3(norm_threads(d)), 0, stream, residual, x, w, eps, d, out, kept);
 }
 
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, const int32_t* positions,
@@ -121,12 +125,12 @@ void add(const float* a, const float* b, int64_t count, float* out, cudaStream_t
   if (count) add_kernel<<<blocks_for(count, 256), 256, 0, stream>>>(a, b, count, out);
 }
 
-void gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t m, float* out,
-                 cudaStream_t stream) {
+void gather_rows(const float* x, int64_t n, int64_t d, int64_t x_stride, const int32_t* rows, int64_t m, float* out,
+                 int64_t out_stride, cudaStream_t stream) {
   if (m == 0 || d == 0) return;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks_for(d, 256), 64)),
                   static_cast<unsigned>(m));
-  gather_kernel<<<grid, 256, 0, stream>>>(x, n, d, rows, out);
+  gather_kernel<<<grid, 256, 0, stream>>>(x, n, d, x_stride, rows, out, out_stride);
 }
 
 void f32_to_f16(const float* x, int64_t count, __half* out, cudaStream_t stream) {

@@ -114,15 +114,18 @@ void f32_to_f16(const float* x, int64_t count, __half* out, cudaStream_t stream)
 // it must be a parameter, not written by the kernels just before.
 void rms_norm(const float* x, const float* w, float eps, int64_t n, int64_t d, float* out,
               cudaStream_t stream);
+// residual += x; out = rms_norm(residual); kept = residual when not null (the same kernel).
 void add_rms_norm(float* residual, const float* x, const float* w, float eps, int64_t n, int64_t d,
-                  float* out, cudaStream_t stream);
+                  float* out, float* kept, cudaStream_t stream);
 // x: [n, heads, head_dim] rotated in place; angles in double as ref::rope_angle.
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, const int32_t* positions,
           float theta, int rotary_dims, bool neox, cudaStream_t stream);
 void silu_mul(const float* gate, const float* up, int64_t count, float* out, cudaStream_t stream);
 void add(const float* a, const float* b, int64_t count, float* out, cudaStream_t stream);
-void gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t m, float* out,
-                 cudaStream_t stream);
+// out row i = x row rows[i] (NaN for a row outside [0, n)); rows of x and out are x_stride
+// and out_stride floats apart (d for packed rows).
+void gather_rows(const float* x, int64_t n, int64_t d, int64_t x_stride, const int32_t* rows, int64_t m, float* out,
+                 int64_t out_stride, cudaStream_t stream);
 
 // Paged attention (tandem_ref/attention.hpp): one layer of the pool. Its elements are f32,
 // bf16 or fp8 e4m3 (tandem::dtype's names); the kernels take the new k and v as f32, round

@@ -80,6 +80,11 @@ class record_check final : public backend {
     note("add_rms_norm", r, x, w, eps, out);
     in_.add_rms_norm(h(r), h(x), h(w), eps, h(out));
   }
+  void add_rms_norm_keep(tensor_view r, tensor_view x, tensor_view w, float eps, tensor_view out,
+                         tensor_view kept) override {
+    note("add_rms_norm_keep", r, x, w, eps, out, kept);
+    in_.add_rms_norm_keep(h(r), h(x), h(w), eps, h(out), h(kept));
+  }
   void linear(const linear_weight& w, tensor_view x, tensor_view y) override {
     note("linear", &w, x, y);
     in_.linear(w, h(x), h(y));
