@@ -215,7 +215,7 @@ void glm_model::forward(const step_plan& plan, const forward_options& opt) {
     warmed_.insert(key());
     return;
   }
-  be_.run_recorded(key(), body);
+  be_.run_recorded(recording_owner_, key(), body);
 }
 
 void glm_model::run_stack(int64_t n) {

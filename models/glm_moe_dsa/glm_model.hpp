@@ -181,6 +181,7 @@ class glm_model final : public model {
   int32_t pad_page_ = 0;       // the extra KV page padding rows write to
   uint64_t generation_ = 0;    // bumped whenever a scratch buffer is reallocated
   std::set<uint64_t> warmed_;  // step keys run once eagerly (buffers at their size)
+  const uint64_t recording_owner_ = new_recording_owner();  // this model's recorded steps
 };
 
 }  // namespace tandem::glm

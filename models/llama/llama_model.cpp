@@ -228,7 +228,7 @@ void llama_model::forward(const step_plan& plan, const forward_options& opt) {
     return run_layers(static_cast<int>(n));
   const uint64_t key = epoch << 40 | static_cast<uint64_t>(max_pages) << 20 | static_cast<uint64_t>(padded) << 12 |
                        static_cast<uint64_t>(n);
-  be_.run_recorded(key, [this, n] { run_layers(static_cast<int>(n)); });
+  be_.run_recorded(recording_owner_, key, [this, n] { run_layers(static_cast<int>(n)); });
 }
 
 void llama_model::run_layers(int n) {

@@ -145,6 +145,7 @@ class llama_model final : public model {
   // the down projection's staging instead was 3-18% slower at 1-4 rows on the H100,
   // session 14: every block then staged all 1,536 inputs itself.)
   bool separate_swiglu_ = false;
+  const uint64_t recording_owner_ = new_recording_owner();  // this model's recorded steps
   int32_t pad_page_ = 0;   // the extra KV page padding rows write to
 };
 

@@ -169,7 +169,8 @@ void cuda_backend::drop_graphs(graph_drop why) {
   graphs_.clear();
 }
 
-void cuda_backend::run_recorded(uint64_t key, const std::function<void()>& body) {
+void cuda_backend::run_recorded(uint64_t owner, uint64_t step, const std::function<void()>& body) {
+  const std::pair<uint64_t, uint64_t> key{owner, step};
   if (!opt_.graphs || capturing_ || prof_.enabled()) {
     ++graph_stats_.eager;
     return body();

@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 #include <span>
+#include <map>
 #include <unordered_map>
 
 #include "device_memory.hpp"
@@ -155,7 +156,7 @@ class cuda_backend final : public backend {
   void dynamic_conv(tensor_view x, tensor_view taps, tensor_view base, tensor_view out) override;
   void top_k(tensor_view x, int k, tensor_view ids, tensor_view values) override;
 
-  void run_recorded(uint64_t key, const std::function<void()>& body) override;
+  void run_recorded(uint64_t owner, uint64_t key, const std::function<void()>& body) override;
 
   cudaStream_t stream() const { return stream_; }
   void* native_stream() const override { return stream_; }
@@ -208,7 +209,7 @@ class cuda_backend final : public backend {
   scratch argmax_ws_;          // greedy argmax: tickets (left zero by every launch), parts
   int64_t argmax_rows_ = -1;   // the row count argmax_ws_ was last laid out for
   op_profiler prof_;
-  std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
+  std::map<std::pair<uint64_t, uint64_t>, cudaGraphExec_t> graphs_;  // by (owner, key)
   bool capturing_ = false;
   graph_stats graph_stats_;
   bool log_graph_stats_ = false;  // TANDEM_CUDA_GRAPH_STATS=1

@@ -62,6 +62,9 @@ using namespace tandem;
 using test::dvec;
 using test::view;
 
+// The tests' name for their recorded steps (backend::run_recorded).
+const uint64_t test_owner = tandem::new_recording_owner();
+
 namespace {
 
 constexpr float theta = 10000.0f;
@@ -561,7 +564,7 @@ BOOST_AUTO_TEST_CASE(mla_decode_tensor_cores_recorded) {
         gpu().copy_to_device(q.buf->data(), hq.data(), hq.size() * 4);
       }
       out_d.poison(), out_k.poison();
-      gpu().run_recorded(0x6d6c6174 + static_cast<uint64_t>(si) * 0x100000000ull, body);
+      gpu().run_recorded(test_owner, 0x6d6c6174 + static_cast<uint64_t>(si) * 0x100000000ull, body);
       const size_t graphs = gpu().recorded_graphs();
       gd[si] = out_d.host(), gk[si] = out_k.host();
       const double ed = worst_row_err(gd[si], od, n), ek = worst_row_err(gk[si], ok, n);
@@ -828,7 +831,7 @@ BOOST_AUTO_TEST_CASE(recorded_step_replays_with_new_batch_contents) {
     gpu().copy_to_device(iq.buf->data(), hiq.data(), hiq.size() * 4);
     gpu().copy_to_device(ik.buf->data(), hik.data(), hik.size() * 4);
     gpu().copy_to_device(iw.buf->data(), hiw.data(), hiw.size() * 4);
-    gpu().run_recorded(0x6d6c61, body);
+    gpu().run_recorded(test_owner, 0x6d6c61, body);
     const size_t graphs = gpu().recorded_graphs();
     // backend.cpu on the same inputs, with the GPU's lists (checked by the DSA tests).
     std::vector<int32_t> tcpu(static_cast<size_t>(n * top_k));

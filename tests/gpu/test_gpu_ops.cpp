@@ -45,6 +45,9 @@
 using namespace tandem;
 using test::dvec;
 
+// The tests' name for their recorded steps (backend::run_recorded).
+const uint64_t test_owner = tandem::new_recording_owner();
+
 namespace {
 
 cuda::cuda_backend& gpu() {
@@ -615,7 +618,7 @@ BOOST_AUTO_TEST_CASE(linear_fused_recorded_replays_with_new_inputs) {
       body();  // eager
       const auto want = x.host();
       be->copy_to_device(x.buf->data(), xh.data(), xh.size() * 4);
-      be->run_recorded(4242 + (be == &gpu() ? 1 : 0), body);  // recorded on round 0, replayed after
+      be->run_recorded(test_owner, 4242 + (be == &gpu() ? 1 : 0), body);  // recorded on round 0, replayed after
       BOOST_TEST(test::max_abs_err(x.host(), want) == 0.0, "round " << round << " q8=" << (be == &gpu_q8()));
     }
   }
@@ -1041,12 +1044,21 @@ BOOST_AUTO_TEST_CASE(recorded_steps_replay_with_new_inputs) {
     auto xh = test::random_floats(rng(), n * d);
     gpu().copy_to_device(x.buf->data(), xh.data(), xh.size() * 4);
     out.poison();
-    gpu().run_recorded(42, [&] { gpu().rms_norm(x.view({n, d}), w.view({d}), 1e-5f, out.view({n, d})); });
+    gpu().run_recorded(test_owner, 42, [&] { gpu().rms_norm(x.view({n, d}), w.view({d}), 1e-5f, out.view({n, d})); });
     auto wh = w.host();
     ref::rms_norm(xh.data(), wh.data(), 1e-5f, n, d, ref.data());
     BOOST_TEST(test::rel_err(out.host(), ref) < 1e-5, "round " << round);
   }
   BOOST_TEST(gpu().recorded_graphs() >= 1u);
+  // Another owner's step of the same key is its own: it must not replay the one above
+  // (which would write `out`, not `other`).
+  dvec<float> other(gpu(), n * d);
+  const uint64_t second = new_recording_owner();
+  for (int round = 0; round < 2; ++round) {
+    other.poison();
+    gpu().run_recorded(second, 42, [&] { gpu().rms_norm(x.view({n, d}), w.view({d}), 1e-5f, other.view({n, d})); });
+    BOOST_TEST(test::rel_err(other.host(), out.host()) < 1e-6, "second owner, round " << round);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bad_views_throw) {

@@ -45,6 +45,9 @@ using namespace tandem;
 using test::dvec;
 using test::view;
 
+// The tests' name for their recorded steps (backend::run_recorded).
+const uint64_t test_owner = tandem::new_recording_owner();
+
 namespace {
 
 cuda::cuda_backend& gpu() {
@@ -383,7 +386,7 @@ BOOST_AUTO_TEST_CASE(small_ops_record_and_replay) {
     dc.poison();
     dval.poison();
     dids.poison();
-    gpu().run_recorded(0x5e11a11u, body);
+    gpu().run_recorded(test_owner, 0x5e11a11u, body);
 
     std::vector<float> out_c(static_cast<size_t>(n * H * D)), conv_c(static_cast<size_t>(n * d)),
         val_c(static_cast<size_t>(tn * k));

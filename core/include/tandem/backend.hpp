@@ -186,6 +186,10 @@ struct moe_routing {
   float routed_scaling_factor = 1.0f;
 };
 
+// A name for one caller of backend::run_recorded, unique in the process and never given
+// twice (a counter).
+TANDEM_API uint64_t new_recording_owner();
+
 class TANDEM_API backend : public plugin_object {
  public:
   ~backend() override;
@@ -336,9 +340,13 @@ class TANDEM_API backend : public plugin_object {
   virtual void top_k(tensor_view x, int k, tensor_view ids, tensor_view values);
 
   // Runs `body` (a sequence of the ops above on fixed buffers). Backends that can record
-  // work (CUDA graphs) may record it on the first call for `key` and replay it later; the
-  // body must then issue the same ops on the same buffers every time. Default: run it.
-  virtual void run_recorded(uint64_t key, const std::function<void()>& body) {
+  // work (CUDA graphs) may record it on the first call for (`owner`, `key`) and replay it
+  // later; the body must then issue the same ops on the same buffers every time. `owner`
+  // is the caller's new_recording_owner(): keys are the caller's own, so two models on one
+  // backend never replay each other's steps, and a destroyed model's are never replayed for
+  // a new one. Default: run it.
+  virtual void run_recorded(uint64_t owner, uint64_t key, const std::function<void()>& body) {
+    (void)owner;
     (void)key;
     body();
   }

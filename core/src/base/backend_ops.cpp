@@ -1,12 +1,18 @@
 // The backend op families: names for messages, supports()' default, add_rms_norm_keep()'s
 // default (two dense ops), and the defaults of the ops beyond the dense family (each throws
-// naming the backend and the op).
+// naming the backend and the op); new_recording_owner().
+#include <atomic>
 #include <string>
 
 #include "tandem/backend.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
+
+uint64_t new_recording_owner() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
 
 std::string_view name(backend_op op) {
   switch (op) {

@@ -172,7 +172,8 @@ class record_check final : public backend {
     in_.top_k(h(x), k, h(ids), h(values));
   }
 
-  void run_recorded(uint64_t key, const std::function<void()>& body) override {
+  void run_recorded(uint64_t owner, uint64_t key, const std::function<void()>& body) override {
+    (void)owner;
     if (recording_) throw error("backend.record_check: run_recorded inside a recorded step");
     trace_.clear();
     recording_ = true;
