@@ -12,10 +12,11 @@ namespace tandem {
 
 namespace {
 
-// An on/off switch from the environment: unset or empty is off; anything but 0 or 1 is an error.
-bool env_switch(const char* name) {
+// An on/off switch from the environment: unset or empty is `unset`; anything but 0 or 1 is
+// an error.
+bool env_switch(const char* name, bool unset = false) {
   const char* f = std::getenv(name);
-  if (f == nullptr || *f == '\0') return false;
+  if (f == nullptr || *f == '\0') return unset;
   const std::string v = f;
   if (v != "0" && v != "1") throw error(std::string(name) + " must be 0 or 1, not '" + v + "'");
   return v == "1";
@@ -48,8 +49,7 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
   else load_weights();
   ws_.init(be_, hp_);
   fused_linears_ = env_switch("TANDEM_LLAMA_FUSED_LINEARS");
-  const char* swiglu = std::getenv("TANDEM_LLAMA_SWIGLU");
-  separate_swiglu_ = swiglu != nullptr && *swiglu != '\0' && !env_switch("TANDEM_LLAMA_SWIGLU");
+  separate_swiglu_ = !env_switch("TANDEM_LLAMA_SWIGLU", true);
 }
 
 llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
