@@ -68,6 +68,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -879,8 +880,11 @@ void mla_attend_tc(const mla_tc_plan& plan, const float* qcat, int heads, const 
   if (n == 0) return;
   // TANDEM_CUDA_MLA_TC_PREFETCH=0: no L2 prefetch in the f16-staging kernel (to measure it).
   const char* pf = std::getenv("TANDEM_CUDA_MLA_TC_PREFETCH");
+  const std::string prefetch = pf != nullptr ? pf : "";
+  if (!prefetch.empty() && prefetch != "0" && prefetch != "1")
+    throw std::invalid_argument("TANDEM_CUDA_MLA_TC_PREFETCH must be 0 or 1, not '" + prefetch + "'");
   tc_args a{qcat, heads, kc, b, rinfo, list, count, list_stride, scale * 1.4426950408889634f, plan.chunk,
-            plan.splits, early ? 1 : 0, pf != nullptr && std::string(pf) == "0" ? 0 : 1, nullptr, nullptr, o_lat};
+            plan.splits, early ? 1 : 0, prefetch == "0" ? 0 : 1, nullptr, nullptr, o_lat};
   if (plan.splits > 1) {
     a.part_acc = static_cast<float*>(part);
     a.part_ml = a.part_acc + n * heads * plan.splits * L::rank;
@@ -890,6 +894,8 @@ void mla_attend_tc(const mla_tc_plan& plan, const float* qcat, int heads, const 
   // can compare them: bench_cuda_mla and gpu_mla do).
   const char* e = std::getenv("TANDEM_CUDA_MLA_TC_STAGE");
   const std::string stage = e != nullptr ? e : "";
+  if (!stage.empty() && stage != "f16" && stage != "f16s2" && stage != "f32")
+    throw std::invalid_argument("TANDEM_CUDA_MLA_TC_STAGE must be f16, f16s2 or f32, not '" + stage + "'");
   const int kind = stage == "f32" ? 0 : stage == "f16s2" ? 1 : 2;
   static bool sized[16][3] = {};  // the attribute is per device
   int dev = 0;
