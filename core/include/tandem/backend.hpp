@@ -82,6 +82,10 @@ struct attention_batch {
   tensor_view page_table;    // i32 [n_seqs, max_pages_per_seq]: pool page of each logical page
   tensor_view slot_mapping;  // i32 [n_tokens]: page * page_size + offset of each new token
   tensor_view positions;     // i32 [n_tokens]: absolute position of each new token
+  // The most new tokens any one sequence has in this step (0: not known). Host-side, so a
+  // backend can pick a kernel for steps of a few rows per sequence (a speculative verify)
+  // without reading query_start back from the device.
+  int max_query_len = 0;
   // When set, attention() first rotates q and k by `positions` (as rope() would), so a
   // backend can fuse the rotation into its KV write and decode kernel.
   const struct rope_params* rope = nullptr;
@@ -258,6 +262,14 @@ class TANDEM_API backend : public plugin_object {
   // then every row's up part); y: [n, ffn], and it may be product's gate part. The default
   // runs linear() into product, then silu_mul(); a backend may do both in one kernel.
   virtual void linear_swiglu(const linear_weight& gate_up, tensor_view x, tensor_view product, tensor_view y);
+  // A block's output projection and the next pre-norm: residual += x W^T, then
+  // out = rms_norm(residual, weight, eps), and kept = the new residual when kept.data is set
+  // (a drafter's tap, as add_rms_norm_keep). product: [n, out], the caller's scratch, which
+  // may be written. The default runs linear() into product, then add_rms_norm() (or
+  // add_rms_norm_keep()); a backend may finish the norm in the linear's own launch, with the
+  // same bits.
+  virtual void linear_add_rms_norm(const linear_weight& w, tensor_view x, tensor_view product, tensor_view residual,
+                                   tensor_view weight, float eps, tensor_view out, tensor_view kept);
   // Rotates x in place by its token's position.  x: [n, heads, head_dim]; positions: [n]
   virtual void rope(tensor_view x, tensor_view positions, const rope_params& p) = 0;
   // Writes k, v into the pool at batch.slot_mapping, then causal GQA attention of q over

@@ -26,7 +26,7 @@
 namespace tandem {
 
 // Bumped whenever a descriptor field or an interface's virtual table changes.
-inline constexpr uint32_t plugin_api_version = 11;  // 2: backend::linear_fused; 3: backend op families (supports, MLA, DSA, MoE); 4: drafter::limits, release(output); 5: sched_decision::draft_budget, backend::native_stream, transport::all_to_all / identity; 6: drafter::target_layers / bind / observe (hidden-state drafters); 7: dtype::opaque (format-owned descriptors) replaces a format-specific dtype; 8: config_key::only_if (the schema array's stride); 9: drafter::propose_batch, draft_limits::batched; 10: backend::add_rms_norm_keep, backend::linear_swiglu; 11: backend::run_recorded's owner
+inline constexpr uint32_t plugin_api_version = 12;  // 2: backend::linear_fused; 3: backend op families (supports, MLA, DSA, MoE); 4: drafter::limits, release(output); 5: sched_decision::draft_budget, backend::native_stream, transport::all_to_all / identity; 6: drafter::target_layers / bind / observe (hidden-state drafters); 7: dtype::opaque (format-owned descriptors) replaces a format-specific dtype; 8: config_key::only_if (the schema array's stride); 9: drafter::propose_batch, draft_limits::batched; 10: backend::add_rms_norm_keep, backend::linear_swiglu; 11: backend::run_recorded's owner; 12: attention_batch::max_query_len, backend::linear_add_rms_norm
 
 enum class plugin_interface : uint8_t { weight_format, backend, scheduler, drafter, transport };
 

@@ -1,5 +1,5 @@
-// The backend op families: names for messages, supports()' default, add_rms_norm_keep()'s
-// default (two dense ops), and the defaults of the ops beyond the dense family (each throws
+// The backend op families: names for messages, supports()' default, the defaults of
+// add_rms_norm_keep() and linear_add_rms_norm() (dense ops run one after another), and the defaults of the ops beyond the dense family (each throws
 // naming the backend and the op); new_recording_owner().
 #include <atomic>
 #include <string>
@@ -66,6 +66,13 @@ void backend::add_rms_norm_keep(tensor_view residual, tensor_view x, tensor_view
                                 tensor_view kept) {
   add(residual, x, kept);  // before add_rms_norm() updates residual
   add_rms_norm(residual, x, weight, eps, out);
+}
+
+void backend::linear_add_rms_norm(const linear_weight& w, tensor_view x, tensor_view product, tensor_view residual,
+                                  tensor_view weight, float eps, tensor_view out, tensor_view kept) {
+  linear(w, x, product);
+  if (kept.data != nullptr) return add_rms_norm_keep(residual, product, weight, eps, out, kept);
+  add_rms_norm(residual, product, weight, eps, out);
 }
 
 void backend::layer_norm(tensor_view, tensor_view, tensor_view, float, tensor_view) {
