@@ -1,6 +1,7 @@
 // The backend op families: names for messages, supports()' default, the defaults of
-// add_rms_norm_keep() and linear_add_rms_norm() (dense ops run one after another), and the defaults of the ops beyond the dense family (each throws
-// naming the backend and the op); new_recording_owner().
+// add_rms_norm_keep() and linear_add_rms_norm() (dense ops one after another), the
+// defaults of the ops beyond the dense family (each throws naming the backend and the
+// op); new_recording_owner().
 #include <atomic>
 #include <string>
 
