@@ -206,6 +206,9 @@ void llama_model::forward(const step_plan& plan, const forward_options& opt) {
 
   batch_.n_seqs = static_cast<int>(batch_seqs);
   batch_.n_tokens = static_cast<int>(n);
+  int max_query_len = 0;
+  for (size_t i = 0; i + 1 < qstart.size(); ++i) max_query_len = std::max(max_query_len, qstart[i + 1] - qstart[i]);
+  batch_.max_query_len = max_query_len;
   batch_.max_pages_per_seq = static_cast<int>(max_pages);
   batch_.query_start = ws_.query_start(batch_seqs);
   batch_.seq_lens = ws_.seq_lens(batch_seqs);
@@ -221,13 +224,15 @@ void llama_model::forward(const step_plan& plan, const forward_options& opt) {
     ++record_epoch_;  // recorded steps wrote to the old buffer
   }
   // The key names everything the recorded kernels captured: buffer addresses (workspace
-  // generation and the taps' epoch, both only ever grow), sequences, token rows and the
-  // page-table width. A step whose numbers do not fit the key runs eagerly.
+  // generation and the taps' epoch, both only ever grow), sequences, token rows, the most
+  // rows of one sequence (a backend may pick its attention kernel by it: up to 31 told
+  // apart, more as one) and the page-table width. A step whose numbers do not fit the key
+  // runs eagerly.
   const uint64_t epoch = ws_.generation() + record_epoch_;
-  if (padded == 0 || n >= (1 << 12) || padded >= (1 << 8) || max_pages >= (1 << 20) || epoch >= (1 << 24))
+  if (padded == 0 || n >= (1 << 12) || padded >= (1 << 8) || max_pages >= (1 << 20) || epoch >= (1 << 19))
     return run_layers(static_cast<int>(n));
-  const uint64_t key = epoch << 40 | static_cast<uint64_t>(max_pages) << 20 | static_cast<uint64_t>(padded) << 12 |
-                       static_cast<uint64_t>(n);
+  const uint64_t key = epoch << 45 | static_cast<uint64_t>(max_pages) << 25 | static_cast<uint64_t>(padded) << 17 |
+                       static_cast<uint64_t>(std::min(max_query_len, 31)) << 12 | static_cast<uint64_t>(n);
   be_.run_recorded(recording_owner_, key, [this, n] { run_layers(static_cast<int>(n)); });
 }
 

@@ -359,7 +359,11 @@ void cuda_backend::rope(tensor_view x, tensor_view positions, const rope_params&
 
 void cuda_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_storage& kv, int layer,
                              const attention_batch& batch, float scale, tensor_view out) {
-  op_profiler::scope timed(prof_, batch.n_tokens == batch.n_seqs ? "attention (decode)" : "attention (prefill)", stream_);
+  // A step of a few new tokens per sequence (decode: one; a speculative verify: a token and
+  // its draft) takes the decode kernel, in one launch; longer ones the prefill path.
+  const bool few_rows = batch.n_tokens == batch.n_seqs ||
+                        (batch.max_query_len >= 1 && batch.max_query_len <= decode_max_rows());
+  op_profiler::scope timed(prof_, few_rows ? "attention (decode)" : "attention (prefill)", stream_);
   auto* ckv = dynamic_cast<cuda_kv*>(&kv);
   if (!ckv) bad("attention", "KV storage was not allocated by backend.cuda");
   const dev_kv pool = ckv->layer(layer);
@@ -381,7 +385,7 @@ void cuda_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_sto
   b.slot_mapping = i32(batch.slot_mapping, "attention", "slot_mapping");
   // Batch-invariant: every row on the prefill kernel, whose key order per query row does
   // not depend on the other rows (the decode kernel splits keys by the batch's size).
-  const bool decode = !opt_.batch_invariant && batch.n_tokens == batch.n_seqs && n_heads / pool.n_kv_heads <= 8;
+  const bool decode = !opt_.batch_invariant && few_rows && n_heads / pool.n_kv_heads <= 8;
   dev_rope dr;
   if (batch.rope != nullptr) {
     dr = {true, batch.rope->theta, batch.rope->rotary_dims, batch.rope->neox};
@@ -390,8 +394,8 @@ void cuda_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_sto
   }
   if (decode) {
     if (dr.on) attach_rope_table(dr, pool.head_dim, b.max_pages * pool.page_size);
-    const decode_plan plan =
-        plan_decode(b.n_seqs, pool.n_kv_heads, b.max_pages, pool.page_size, pool.head_dim, n_heads, pool.type);
+    const decode_plan plan = plan_decode(b.n_seqs, pool.n_kv_heads, b.max_pages, pool.page_size, pool.head_dim,
+                                         n_heads, pool.type, b.n_tokens);
     void* part = grow(attn_part_, plan.scratch_bytes, "attention");
     if (attn_tickets_.grow(plan.ticket_bytes)) {
       // Zeroed once; every launch leaves them zeroed again.

@@ -787,9 +787,14 @@ std::string fmt_case(int64_t ns, int64_t n, int n_heads, int n_kv, int hd, bool 
 
 // One attention case: pool pre-filled with random K/V (the cached tokens), then the batch,
 // on a pool of element type kvt.
+// rows_hint: tell attention() the most new tokens of a sequence (attention_batch::
+// max_query_len), as the engine does, so steps of up to 16 a sequence take the decode kernel.
 void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n_kv, int hd, int page,
-                     int64_t n_pages, const rope_params* rope = nullptr, int repeats = 1, dtype kvt = dtype::f32) {
+                     int64_t n_pages, const rope_params* rope = nullptr, int repeats = 1, dtype kvt = dtype::f32,
+                     bool rows_hint = false) {
   test::batch_builder bb(seqs, page);
+  int max_new = 0;
+  for (const auto& sp : seqs) max_new = std::max(max_new, sp.n_new);
   const int64_t n = bb.batch.n_tokens, slots = n_pages * page, ts = int64_t{n_kv} * hd;
   const auto kpool_f32 = test::random_floats(rng(), slots * ts), vpool_f32 = test::random_floats(rng(), slots * ts);
   auto q = test::random_floats(rng(), n * n_heads * hd), k = test::random_floats(rng(), n * ts),
@@ -819,6 +824,8 @@ void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n
   b.slot_mapping = sm.view({n});
   b.positions = ps.view({n});
   b.rope = rope;
+  if (rows_hint) b.max_query_len = max_new;
+  const bool on_decode = n == ns || (rows_hint && max_new <= cuda::decode_max_rows());
   dvec<float> dq(gpu(), q), dk(gpu(), k), dv(gpu(), v), out(gpu(), n * n_heads * hd);
   // Repeats run the same step again on fresh q/k copies (decode tickets must reset).
   for (int r = 0; r < repeats; ++r) {
@@ -839,10 +846,11 @@ void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n
   else BOOST_TEST(test::rel_err(kgpu, kref) < (rounded ? 1e-4 : 1e-6), "KV write (rotated)");
   // Decode steps stay fp32; prefill runs the f16 tensor-core kernel (q, K, V rounded to
   // f16, P to f16, fp32 accumulation): 3e-3, as its own test states.
-  const double tol = n == ns ? (rounded && rope ? 1e-4 : 2e-5) : 3e-3;
+  const double tol = on_decode ? (rounded && rope ? 1e-4 : 2e-5) : 3e-3;
   const std::vector<float> got = out.host();
   const double e = test::rel_err(got, ref);
-  const std::string what = fmt_case(ns, n, n_heads, n_kv, hd, rope != nullptr, repeats, kvt);
+  const std::string what =
+      fmt_case(ns, n, n_heads, n_kv, hd, rope != nullptr, repeats, kvt) + (on_decode && n != ns ? " (verify rows)" : "");
   BOOST_TEST(e < tol, what << ": rel err " << e);
   if (rounded) {
     const double bound = kvt == dtype::bf16 ? 1e-2 : 0.1, e32 = test::rel_err(got, ref_f32);
@@ -894,9 +902,97 @@ BOOST_AUTO_TEST_CASE(attention_prefill_mixed_decode) {
       check_attention({{pages_from(0, 1), 0, 1}, {pages_from(1, 19), 299, 1}, {pages_from(20, 257), 4099, 1}},
                       h, kvh, hd, 16, 400, &rp, 3);
     }
+    // Verify steps (a token and its draft per sequence) on the decode kernel: new tokens
+    // crossing pages and 64-key splits, a fresh prompt of 3, the 16-row limit, a decode
+    // token beside them; with RoPE and repeats (tickets). 17 rows fall back to prefill.
+    const std::vector<test::seq_spec> verify = {
+        {pages_from(0, 3), 20, 5}, {pages_from(3, 7), 100, 8}, {pages_from(10, 1), 0, 3},
+        {pages_from(11, 12), 57, 16}, {pages_from(23, 40), 620, 1}};
+    check_attention(verify, h, kvh, hd, 16, 64, nullptr, 1, dtype::f32, true);
+    const rope_params rp{100000.0f, 0, false};
+    check_attention(verify, h, kvh, hd, 16, 64, &rp, 3, dtype::f32, true);
+    check_attention({{pages_from(0, 3), 20, 17}, {pages_from(3, 7), 100, 2}}, h, kvh, hd, 16, 64, &rp, 1, dtype::f32,
+                    true);
   }
   unsetenv("TANDEM_CUDA_DECODE_STAGES");
   unsetenv("TANDEM_CUDA_DECODE_CHUNK");
+}
+
+// A verify step's row is the decode of its token: the same keys in the same split order,
+// its sequence's earlier new keys patched in as the pool would hold them after decoding
+// them one at a time. So one verify step of k tokens per sequence must give the bits of k
+// decode steps, output and pool alike.
+BOOST_AUTO_TEST_CASE(attention_verify_rows_equal_decode_steps) {
+  for (dtype kvt : {dtype::f32, dtype::bf16, dtype::fp8_e4m3})
+  for (auto shape : {std::tuple{9, 3, 64}, std::tuple{8, 2, 128}}) {
+    const int h = std::get<0>(shape), kvh = std::get<1>(shape), hd = std::get<2>(shape);  // captured below
+    const int page = 16, n_pages = 64, k_new = 6;
+    const rope_params rp{100000.0f, 0, false};
+    // Cached lengths put the new tokens across a page boundary and a 64-key split.
+    const std::vector<std::pair<std::vector<int32_t>, int>> seqs = {
+        {pages_from(0, 8), 61}, {pages_from(8, 3), 7}, {pages_from(11, 30), 300}};
+    const int ns = static_cast<int>(seqs.size()), n = ns * k_new, ts = kvh * hd;
+    const int64_t slots = int64_t{n_pages} * page;
+    const std::vector<float> kpool = test::round_kv(kvt, test::random_floats(rng(), slots * ts)),
+                             vpool = test::round_kv(kvt, test::random_floats(rng(), slots * ts));
+    const auto q = test::random_floats(rng(), int64_t{n} * h * hd), k = test::random_floats(rng(), int64_t{n} * ts),
+               v = test::random_floats(rng(), int64_t{n} * ts);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    kv_layout lay{1, n_pages, page, kvh, hd, kvt};
+    // Runs steps of `per` new tokens per sequence until all k_new are in; returns the
+    // outputs in token order (sequence-major) and the K and V pools.
+    auto run = [&](int per) {
+      auto kv = gpu().alloc_kv(lay);
+      const cuda::dev_kv pool = dynamic_cast<cuda::cuda_kv&>(*kv).layer(0);
+      const std::vector<uint8_t> kb = test::encode_kv(kvt, kpool), vb = test::encode_kv(kvt, vpool);
+      gpu().copy_to_device(pool.k, kb.data(), kb.size());
+      gpu().copy_to_device(pool.v, vb.data(), vb.size());
+      std::vector<float> outs(q.size());
+      for (int done = 0; done < k_new; done += per) {
+        std::vector<test::seq_spec> spec;
+        for (const auto& [pages, cached] : seqs) spec.push_back({pages, cached + done, per});
+        test::batch_builder bb(spec, page);
+        const int64_t m = bb.batch.n_tokens;
+        std::vector<float> qs, ks, vs;  // this step's rows of each sequence
+        for (int si = 0; si < ns; ++si)
+          for (int t = done; t < done + per; ++t) {
+            const int64_t r = int64_t{si} * k_new + t;
+            qs.insert(qs.end(), q.begin() + r * h * hd, q.begin() + (r + 1) * h * hd);
+            ks.insert(ks.end(), k.begin() + r * ts, k.begin() + (r + 1) * ts);
+            vs.insert(vs.end(), v.begin() + r * ts, v.begin() + (r + 1) * ts);
+          }
+        dvec<int32_t> qsd(gpu(), bb.query_start), sl(gpu(), bb.seq_lens), pt(gpu(), bb.page_table),
+            sm(gpu(), bb.slot_mapping), ps(gpu(), bb.positions);
+        attention_batch b = bb.batch;
+        b.query_start = qsd.view({ns + 1});
+        b.seq_lens = sl.view({ns});
+        b.page_table = pt.view({ns, b.max_pages_per_seq});
+        b.slot_mapping = sm.view({m});
+        b.positions = ps.view({m});
+        b.rope = &rp;
+        b.max_query_len = per;
+        dvec<float> dq(gpu(), qs), dk(gpu(), ks), dv(gpu(), vs), out(gpu(), m * h * hd);
+        gpu().attention(dq.view({m, h, hd}), dk.view({m, kvh, hd}), dv.view({m, kvh, hd}), *kv, 0, b, scale,
+                        out.view({m, h, hd}));
+        const std::vector<float> got = out.host();
+        for (int si = 0; si < ns; ++si)
+          for (int t = 0; t < per; ++t)
+            std::copy_n(got.begin() + (int64_t{si} * per + t) * h * hd, h * hd,
+                        outs.begin() + (int64_t{si} * k_new + done + t) * h * hd);
+      }
+      std::vector<uint8_t> kb2(kb.size()), vb2(vb.size());
+      gpu().copy_to_host(kb2.data(), pool.k, kb2.size());
+      gpu().copy_to_host(vb2.data(), pool.v, vb2.size());
+      gpu().synchronize();
+      return std::tuple{outs, kb2, vb2};
+    };
+    const auto [o1, k1, v1] = run(1);
+    const auto [ok, kk, vk] = run(k_new);
+    const std::string what = std::string(name(kvt)) + " heads " + std::to_string(h) + "/" + std::to_string(kvh) +
+                             " d" + std::to_string(hd);
+    BOOST_TEST(std::memcmp(o1.data(), ok.data(), o1.size() * 4) == 0, what << ": verify rows differ from decode steps");
+    BOOST_TEST((k1 == kk && v1 == vk), what << ": the pools differ");
+  }
 }
 
 // The same cases on bf16 and fp8 e4m3 pools (kv_write, the tensor-core prefill and the

@@ -1,8 +1,11 @@
-// Decode attention: one new token per sequence, its keys split over the grid ("flash
-// decoding"), everything of one layer's decode in one launch.
+// Decode attention: a few new tokens per sequence (one in a decode step, a token and its
+// draft in a speculative verify), their keys split over the grid ("flash decoding"),
+// everything of one layer's step in one launch.
 //
 // Layout of the work
-//  - block = (split, KV head, sequence); the block's `chunk` keys are cut into one
+//  - block = (split, KV head, token row); a row attends to its own causal prefix (its
+//    sequence's keys up to its position), so the rows of one sequence are independent
+//    blocks that read the same keys (from L2 after the first); the block's `chunk` keys are cut into one
 //    contiguous run per warp, and each warp streams its run through a private ring of
 //    `stages` shared-memory stages (tile = 32 keys x 32 dims of K and of V: 16 keys at
 //    head_dim 64, 8 at 128; 512 bytes each in f32, 256 in bf16, 128 in fp8, kept in the
@@ -32,15 +35,18 @@
 //    its predecessor before letting the next start, so a kernel two launches back has
 //    finished). At batch 1 with short contexts a warp's whole run is in flight before
 //    the q/k/v GEMV has finished;
-//  - the block holding a sequence's newest key rotates q and k (RoPE, angles as
-//    ref::rope_angle), writes the new k and v into the pool and patches them into its
-//    own landed tile (the pool slot it prefetched is stale); every block rotates q;
+//  - every block rotates its row's q; the step's new keys that fall in a block's range
+//    (the row's own and its sequence's earlier new tokens) are rotated (RoPE, angles as
+//    ref::rope_angle) and rounded to the pool's type by that block and patched into its
+//    landed tiles (the pool slots it prefetched may be stale: other blocks write them in
+//    this launch); the block holding a row's own key writes that k and v into the pool;
 //  - the warps of a block merge in shared memory; with several splits the last block of
 //    a (sequence, KV head) to finish merges the splits' partial results (a ticket
 //    counter per pair, reset by that block), so no second launch is needed.
 // fp32 arithmetic throughout on the stored keys and values (the new k and v are rounded to
 // the pool's type before they are used, as later steps will read them): matches the
 // reference on those values up to summation order.
+#include <algorithm>
 #include <cfloat>
 #include <cstdlib>
 #include <stdexcept>
@@ -58,6 +64,7 @@ constexpr int warps = 4;
 constexpr int threads = warps * 32;
 constexpr int max_chunk = 1024;  // keys per block (plan_decode's largest chunk)
 constexpr int min_chunk = 64;    // one 16-key tile per warp at head_dim 64
+constexpr int max_rows = 16;     // new tokens of one sequence a step may have (a verify of 15 drafts)
 // Ring depth, H200, 32 x 8k keys (bench_cuda_kernels, 503c355): f32 pool 133 us at 2 stages
 // (three blocks per SM), 148 at 3, 244 at 4; bf16 105 / 110 / 145 (6 and 8: ~250); fp8 90 /
 // 92 / 95 (8: 126). The narrow pools are not held back by bytes in flight (bf16 at 2 stages
@@ -119,23 +126,36 @@ __device__ __forceinline__ float2 rope_cs(const dev_rope& r, int rot, int pos, i
   return make_float2(static_cast<float>(cos(angle)), static_cast<float>(sin(angle)));
 }
 
+// Rotates pair p of v by (cos, sin): one expression for every rotation here, so a key
+// rotated as an earlier new key of a verify block gets the bits its own decode step gives it.
+__device__ __forceinline__ void rotate_pair(float* v, int p, int half, bool neox, float2 cs) {
+  const int a = neox ? p : 2 * p, b = neox ? p + half : 2 * p + 1;
+  const float x0 = v[a], x1 = v[b];
+  v[a] = x0 * cs.x - x1 * cs.y;
+  v[b] = x0 * cs.y + x1 * cs.x;
+}
+
 // Rotates the head_dim floats at v (shared memory) in place with the pairs' (cos, sin).
 __device__ void rotate(float* v, const float2* cs, int half, bool neox, int tid, int nthreads) {
-  for (int p = tid; p < half; p += nthreads) {
-    const int a = neox ? p : 2 * p, b = neox ? p + half : 2 * p + 1;
-    const float x0 = v[a], x1 = v[b];
-    v[a] = x0 * cs[p].x - x1 * cs[p].y;
-    v[b] = x0 * cs[p].y + x1 * cs[p].x;
-  }
+  for (int p = tid; p < half; p += nthreads) rotate_pair(v, p, half, neox, cs[p]);
+}
+
+// The same at position `pos`, each pair's (cos, sin) looked up as it is used (a verify
+// block's earlier new keys, one rotation each).
+__device__ void rotate_at(float* v, const dev_rope& r, int rot, int pos, int tid, int nthreads) {
+  const int half = rot / 2;
+  for (int p = tid; p < half; p += nthreads) rotate_pair(v, p, half, r.neox, rope_cs(r, rot, pos, p));
 }
 
 // Dynamic shared memory: the warps' rings (each reused for its warp's merge row), slots of
-// the block's keys, q, the new k and v, RoPE (cos, sin), per-warp probabilities.
+// the block's keys, q, the new k and v (up to `rows` of each), RoPE (cos, sin), per-warp
+// probabilities.
 template <int HD, int GM, kv_elem E>
-constexpr size_t decode_smem_bytes(int stages) {
+constexpr size_t decode_smem_bytes(int stages, int rows) {
   using T = tile_shape<HD, E>;
   return size_t{warps} * stages * T::stage_bytes +
-         (GM * HD + 2 * HD + HD + size_t{warps} * GM * T::keys) * sizeof(float) + max_chunk * sizeof(int32_t);
+         (GM * HD + 2 * static_cast<size_t>(rows) * HD + HD + size_t{warps} * GM * T::keys) * sizeof(float) +
+         max_chunk * sizeof(int32_t);
 }
 template <int HD, kv_elem E>
 constexpr bool ring_holds_merge_row = 2 * tile_shape<HD, E>::stage_bytes >= 8 * (HD + 2) * 4;
@@ -148,21 +168,21 @@ template <int HD, int GM, kv_elem E>
 __global__ void __launch_bounds__(threads)
     decode_kernel(const float* __restrict__ q, const float* __restrict__ k_new, const float* __restrict__ v_new,
                   int n_heads, dev_kv kv, dev_batch b, dev_rope rope, float scale, int chunk, int n_splits,
-                  int stages, decode_partial<HD>* __restrict__ parts, int* __restrict__ tickets,
+                  int stages, int rows_cap, decode_partial<HD>* __restrict__ parts, int* __restrict__ tickets,
                   float* __restrict__ out) {
   using T = tile_shape<HD, E>;
   using elem = detail::kv_t<E>;
   extern __shared__ __align__(16) unsigned char smem[];
   unsigned char* rings = smem;                                     // [warps][stages][K tile, V tile] of elem
   float* qs = reinterpret_cast<float*>(rings + warps * stages * T::stage_bytes);  // [GM][HD], rotated and scaled
-  float* kn = qs + GM * HD;                                         // newest k (rotated) and v
-  float* vn = kn + HD;
-  auto* cs = reinterpret_cast<float2*>(vn + HD);                   // [HD / 2]
+  float* kn = qs + GM * HD;  // [rows_cap][HD]: the step's new keys in this block (rotated, as stored)
+  float* vn = kn + rows_cap * HD;                                   // [rows_cap][HD]: their values
+  auto* cs = reinterpret_cast<float2*>(vn + rows_cap * HD);        // [HD / 2]
   float* probs = reinterpret_cast<float*>(cs + HD / 2);            // [warps][GM][keys]
   auto* slots = reinterpret_cast<int32_t*>(probs + warps * GM * T::keys);  // [chunk], -1: unreadable
   __shared__ bool last;
 
-  const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
+  const int split = blockIdx.x, kvh = blockIdx.y, row = blockIdx.z;
   const int G = n_heads / kv.n_kv_heads;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t ts = int64_t{kv.n_kv_heads} * HD;  // elements per pool token (all KV heads)
@@ -171,12 +191,32 @@ __global__ void __launch_bounds__(threads)
   const int64_t pool_tokens = kv.n_pages * kv.page_size;
 
   // Before waiting for the previous kernel: host uploads and the pool's older keys only.
-  const int len = b.seq_lens[s];
+  // The row's sequence s and its new tokens (rows q0 .. q0 + qn - 1, positions first_new ..
+  // seq_len - 1); a decode step's row is its sequence's one new token.
+  int s = row, q0 = row, qn = 1;
+  if (b.n_tokens != b.n_seqs) {
+    int lo = 0, hi = b.n_seqs - 1;  // the last s with query_start[s] <= row
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (b.query_start[mid] <= row) lo = mid;
+      else hi = mid - 1;
+    }
+    s = lo, q0 = b.query_start[s], qn = b.query_start[s + 1] - q0;
+  }
+  const int seq_len = b.seq_lens[s], first_new = seq_len - qn;
+  const int pos = first_new + (row - q0), len = pos + 1;  // this row attends to keys 0 .. pos
   const int n_active = (len + chunk - 1) / chunk;
-  if (split >= n_active) return;  // past this sequence's keys (the grid is sized for the widest)
-  const int pos = len - 1;
+  if (split >= n_active) return;  // past this row's keys (the grid is sized for the widest)
+  if (qn > rows_cap) {  // the host's bound on new tokens per sequence was wrong: no silent answer
+    for (int i = tid; i < n_heads / kv.n_kv_heads * HD; i += threads)
+      out[(int64_t{row} * n_heads + kvh * (n_heads / kv.n_kv_heads)) * HD + i] = nanf("");
+    return;
+  }
   const int k0 = split * chunk, n_keys = min(len, k0 + chunk) - k0;
-  const bool has_new = split == n_active - 1;
+  const bool has_new = split == n_active - 1;  // this block holds the row's own key
+  // The step's new keys in this block's range: positions nb .. nb + nn - 1 (block-relative
+  // nb - k0 ..), the row's own key last when has_new.
+  const int nb = max(first_new, k0), nn = max(0, k0 + n_keys - nb);
   for (int i = tid; i < n_keys; i += threads) {
     const int t = k0 + i;
     const int32_t page = b.page_table[int64_t{s} * b.max_pages + t / kv.page_size];
@@ -214,27 +254,32 @@ __global__ void __launch_bounds__(threads)
 
   detail::pdl_wait();  // q, k_new, v_new come from the previous kernel
   detail::pdl_trigger();
-  for (int i = tid; i < G * HD; i += threads) qs[i] = q[(int64_t{s} * n_heads + kvh * G) * HD + i];
-  if (has_new) {
-    for (int i = tid; i < HD; i += threads) {
-      kn[i] = k_new[int64_t{s} * ts + kvh * HD + i];
-      vn[i] = v_new[int64_t{s} * ts + kvh * HD + i];
-    }
+  for (int i = tid; i < G * HD; i += threads) qs[i] = q[(int64_t{row} * n_heads + kvh * G) * HD + i];
+  const int tok0 = q0 + (nb - first_new);  // the token row of new key nb
+  for (int i = tid; i < nn * HD; i += threads) {
+    const int64_t src = int64_t{tok0 + i / HD} * ts + kvh * HD + i % HD;
+    kn[i] = k_new[src];
+    vn[i] = v_new[src];
   }
   __syncthreads();
   if (rope.on) {
     for (int g = warp; g < G; g += warps) rotate(qs + g * HD, cs, rot / 2, rope.neox, lane, 32);
-    if (has_new && warp == warps - 1) rotate(kn, cs, rot / 2, rope.neox, lane, 32);
+    if (has_new && warp == warps - 1) rotate(kn + (nn - 1) * HD, cs, rot / 2, rope.neox, lane, 32);
+    for (int j = warp; j < nn - (has_new ? 1 : 0); j += warps)  // earlier new keys, at their own positions
+      rotate_at(kn + j * HD, rope, rot, nb + j, lane, 32);
     __syncthreads();
   }
-  if (has_new) {  // the newest key and value join the pool for later steps, rounded as stored
-    const int64_t slot = b.slot_mapping[s];
-    const bool in_pool = slot >= 0 && slot < pool_tokens;
-    for (int i = tid; i < HD; i += threads) {
-      const elem ke = detail::kv_store<E>(kn[i]), ve = detail::kv_store<E>(vn[i]);
-      if (in_pool) pool_k[slot * ts + kvh * HD + i] = ke, pool_v[slot * ts + kvh * HD + i] = ve;
-      kn[i] = detail::kv_load<E>(ke), vn[i] = detail::kv_load<E>(ve);  // this step sees what later ones will
+  // The new keys and values as stored (this step sees what later ones will); the row's own
+  // joins the pool for later steps.
+  const int64_t slot = has_new ? b.slot_mapping[row] : -1;
+  const bool in_pool = slot >= 0 && slot < pool_tokens;
+  for (int i = tid; i < nn * HD; i += threads) {
+    const elem ke = detail::kv_store<E>(kn[i]), ve = detail::kv_store<E>(vn[i]);
+    if (in_pool && i / HD == nn - 1) {
+      pool_k[slot * ts + kvh * HD + i % HD] = ke;
+      pool_v[slot * ts + kvh * HD + i % HD] = ve;
     }
+    kn[i] = detail::kv_load<E>(ke), vn[i] = detail::kv_load<E>(ve);
   }
   for (int i = tid; i < G * HD; i += threads) qs[i] *= scale;  // scale folded into q once
   __syncthreads();
@@ -248,7 +293,7 @@ __global__ void __launch_bounds__(threads)
   }
   const int r = lane / T::lpk, h = lane % T::lpk;  // q.k: key r of a tile, dims 32 h ..
   float* wp = probs + warp * GM * T::keys;
-  const int pos_in_block = pos - k0;
+  const int new0 = nb - k0, new1 = new0 + nn;  // block-relative range of the new keys
 
   for (int t = 0; t < n_tiles; ++t) {
     issue(t + stages - 1);
@@ -257,11 +302,13 @@ __global__ void __launch_bounds__(threads)
     elem* kt = stage_k(t);
     elem* vt = kt + T::keys * T::krow;
     const int tile0 = w0 + t * T::keys;
-    if (has_new && pos_in_block >= tile0 && pos_in_block < tile0 + T::keys) {  // the landed slot is stale
-      const int pr = pos_in_block - tile0;
-      for (int d = lane; d < HD; d += 32) {  // kn, vn hold stored values: exact in elem
-        kt[pr * T::krow + (d / 32) * T::seg + d % 32] = detail::kv_store<E>(kn[d]);
-        vt[pr * T::vrow + d] = detail::kv_store<E>(vn[d]);
+    if (new1 > tile0 && new0 < tile0 + T::keys) {  // landed slots of new keys may be stale
+      for (int key = max(new0, tile0); key < min(new1, tile0 + T::keys); ++key) {
+        const int pr = key - tile0, j = key - new0;
+        for (int d = lane; d < HD; d += 32) {  // kn, vn hold stored values: exact in elem
+          kt[pr * T::krow + (d / 32) * T::seg + d % 32] = detail::kv_store<E>(kn[j * HD + d]);
+          vt[pr * T::vrow + d] = detail::kv_store<E>(vn[j * HD + d]);
+        }
       }
       __syncwarp();
     }
@@ -350,10 +397,10 @@ __global__ void __launch_bounds__(threads)
       den = fmaf(e, row[GM * HD + GM + g], den);
     }
     if (alone) {
-      out[(int64_t{s} * n_heads + kvh * G + g) * HD + d] = num / den;
+      out[(int64_t{row} * n_heads + kvh * G + g) * HD + d] = num / den;
       continue;
     }
-    decode_partial<HD>& P = parts[(int64_t{s} * n_heads + kvh * G + g) * n_splits + split];
+    decode_partial<HD>& P = parts[(int64_t{row} * n_heads + kvh * G + g) * n_splits + split];
     P.acc[d] = num;
     if (d == 0) P.m = M, P.l = den;
   }
@@ -362,7 +409,7 @@ __global__ void __launch_bounds__(threads)
   __threadfence();
   __syncthreads();
   if (tid == 0) {
-    int* ticket = tickets + int64_t{s} * kv.n_kv_heads + kvh;
+    int* ticket = tickets + int64_t{row} * kv.n_kv_heads + kvh;
     last = atomicAdd(ticket, 1) == n_active - 1;
     if (last) *ticket = 0;  // ready for the next launch
   }
@@ -371,7 +418,7 @@ __global__ void __launch_bounds__(threads)
   __threadfence();
   for (int i = tid; i < G * HD; i += threads) {
     const int g = i / HD, d = i % HD;
-    const decode_partial<HD>* P = parts + (int64_t{s} * n_heads + kvh * G + g) * n_splits;
+    const decode_partial<HD>* P = parts + (int64_t{row} * n_heads + kvh * G + g) * n_splits;
     float M = -INFINITY;
     for (int j = 0; j < n_active; ++j) M = fmaxf(M, __ldcg(&P[j].m));
     float num = 0.0f, den = 0.0f;
@@ -382,21 +429,26 @@ __global__ void __launch_bounds__(threads)
       num = fmaf(e, __ldcg(&P[j].acc[d]), num);
       den = fmaf(e, __ldcg(&P[j].l), den);
     }
-    out[(int64_t{s} * n_heads + kvh * G + g) * HD + d] = num / den;
+    out[(int64_t{row} * n_heads + kvh * G + g) * HD + d] = num / den;
   }
 }
 
 }  // namespace
 
 int decode_max_stages(kv_elem type) { return max_stages_of(type); }
+int decode_max_rows() { return max_rows; }
 
 decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size, int head_dim, int n_heads,
-                        kv_elem type) {
+                        kv_elem type, int n_rows) {
+  if (n_rows <= 0) n_rows = n_seqs;
+  if (n_rows < n_seqs) throw std::invalid_argument("plan_decode: fewer token rows than sequences");
   // Keys per block: the largest of 1024 ... 64 that still gives four blocks per SM of an
   // H200-sized GPU (132 SMs; three fit at a time) when every sequence is at the page
   // table's full width, so the last wave is a small part of a long-context step; short
   // chunks at small batches, where the step is a latency chain and a warp's whole run can
-  // be requested before the previous kernel ends.
+  // be requested before the previous kernel ends. By sequences, not rows: a verify step's
+  // rows split their keys as a decode step of its batch does, so each row sums its keys in
+  // the order plain decoding of that token would.
   const int64_t keys = int64_t{max_pages} * page_size;
   // bf16 / fp8 pools at 32 x 8k keys: 95 / 83 us with 512-key chunks against 105 / 90 with
   // 1024 (f32: 141 against 133), so their chunks stop at 512.
@@ -410,8 +462,10 @@ decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size
   decode_plan p;
   p.chunk = chunk;
   p.splits = static_cast<int>((keys + chunk - 1) / chunk);
-  p.scratch_bytes = static_cast<size_t>(n_seqs) * n_heads * p.splits * (head_dim + 2) * sizeof(float);
-  p.ticket_bytes = static_cast<size_t>(n_seqs) * n_kv_heads * sizeof(int);
+  // Every sequence has at least one of the rows, so none has more than n_rows - n_seqs + 1.
+  p.rows_per_seq = std::min(max_rows, n_rows - n_seqs + 1);
+  p.scratch_bytes = static_cast<size_t>(n_rows) * n_heads * p.splits * (head_dim + 2) * sizeof(float);
+  p.ticket_bytes = static_cast<size_t>(n_rows) * n_kv_heads * sizeof(int);
   // TANDEM_CUDA_DECODE_STAGES=2..decode_max_stages sets the ring depth (tests run each;
   // benches sweep it).
   p.stages = default_stages;
@@ -426,12 +480,14 @@ void attention_decode(const float* q, const float* k, const float* v, int n_head
                       const dev_batch& b, const dev_rope& rope, float scale, float* out,
                       const decode_plan& plan, void* scratch, int* tickets, cudaStream_t stream) {
   if (b.n_seqs == 0) return;
+  if (plan.rows_per_seq < 1 || plan.rows_per_seq > max_rows || (b.n_tokens == b.n_seqs) != (plan.rows_per_seq == 1))
+    throw std::invalid_argument("attention_decode: the plan was made for another batch shape");
   if (plan.chunk < min_chunk || plan.chunk > max_chunk || plan.chunk % min_chunk != 0)
     throw std::invalid_argument("attention_decode: chunk out of range");
   if (plan.stages < 2 || plan.stages > max_stages_of(kv.type))
     throw std::invalid_argument("attention_decode: stages out of range for the pool's element type");
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(kv.n_kv_heads),
-                  static_cast<unsigned>(b.n_seqs));
+                  static_cast<unsigned>(b.n_tokens));
   const int G = n_heads / kv.n_kv_heads;
   auto launch = [&](auto hd, auto gm, auto et) {
     constexpr int HD = decltype(hd)::value, GM = decltype(gm)::value;
@@ -441,11 +497,12 @@ void attention_decode(const float* q, const float* k, const float* v, int n_head
     cudaGetDevice(&dev);
     if (!sized[dev & 15]) {
       cudaFuncSetAttribute(decode_kernel<HD, GM, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(decode_smem_bytes<HD, GM, E>(max_stages_of(E))));
+                           static_cast<int>(decode_smem_bytes<HD, GM, E>(max_stages_of(E), max_rows)));
       sized[dev & 15] = true;
     }
-    detail::launch_pdl(decode_kernel<HD, GM, E>, grid, dim3(threads), decode_smem_bytes<HD, GM, E>(plan.stages),
-                       stream, q, k, v, n_heads, kv, b, rope, scale, plan.chunk, plan.splits, plan.stages,
+    detail::launch_pdl(decode_kernel<HD, GM, E>, grid, dim3(threads),
+                       decode_smem_bytes<HD, GM, E>(plan.stages, plan.rows_per_seq), stream, q, k, v, n_heads, kv, b,
+                       rope, scale, plan.chunk, plan.splits, plan.stages, plan.rows_per_seq,
                        static_cast<decode_partial<HD>*>(scratch), tickets, out);
   };
   auto by_group = [&](auto hd, auto et) {

@@ -171,22 +171,27 @@ struct dev_rope {
   const float2* table = nullptr;
   int table_positions = 0;
 };
-// Decode (one new token per sequence, row s = sequence s): rotates q and the new k when
-// rope.on, writes the new k and v into the pool, and attends over each sequence's keys
-// split in chunks over the grid; the last block of each (sequence, KV head) merges the
-// splits. The plan depends only on the batch shape and page-table width, so a recorded
-// step keeps its grid; scratch and tickets come from it (tickets zeroed once, and left
-// zeroed by every launch).
+// Decode (one new token per sequence, row s = sequence s) and speculative verify steps (up
+// to decode_max_rows() new tokens per sequence, at the positions attention_batch gives
+// them): rotates q and the new k when rope.on, writes the new k and v into the pool, and
+// attends each row over its own causal prefix of its sequence's keys split in chunks over
+// the grid; the last block of each (row, KV head) merges the splits. The plan depends only
+// on the batch shape (sequences, rows) and page-table width, so a recorded step keeps its
+// grid; scratch and tickets come from it (tickets zeroed once, and left zeroed by every
+// launch).
 struct decode_plan {
   int chunk = 0, splits = 0;
+  int rows_per_seq = 1;  // the most new tokens a sequence can have (shared memory holds them)
   size_t scratch_bytes = 0, ticket_bytes = 0;
   // Shared-memory ring depth per warp: 2 (measured best for every element type);
   // TANDEM_CUDA_DECODE_STAGES=2..decode_max_stages(type) sets it.
   int stages = 2;
 };
 int decode_max_stages(kv_elem type);  // 4 for f32, 8 for bf16 and fp8
+int decode_max_rows();                 // new tokens of one sequence the decode kernel takes (16)
+// n_rows: the step's token rows (0: one per sequence).
 decode_plan plan_decode(int n_seqs, int n_kv_heads, int max_pages, int page_size, int head_dim, int n_heads,
-                        kv_elem type);
+                        kv_elem type, int n_rows = 0);
 void attention_decode(const float* q, const float* k, const float* v, int n_heads, const dev_kv& kv,
                       const dev_batch& b, const dev_rope& rope, float scale, float* out,
                       const decode_plan& plan, void* scratch, int* tickets, cudaStream_t stream);
