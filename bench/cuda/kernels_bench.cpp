@@ -14,10 +14,14 @@
 //    up to 32 rows the GEMV with x staged in every block and with x quantized once into
 //    global scratch, and up to 64 rows the int8 tensor-core kernel (gemv_q8_mma); enough
 //    copies of each matrix that the weights come from DRAM, the calls back to back in one
-//    graph (as in a decode step), against the weights' bytes over the copy bandwidth.
+//    graph (as in a decode step), against the weights' bytes over the copy bandwidth;
+//  - the o / down projection with the norm after it at 1 to 16 rows (SmolLM2-135M's 576
+//    and a 2048-wide model's shapes): linear_add_rms_norm (one launch, the linear's last
+//    block normalising) against linear() then add_rms_norm(), in the same kind of graph.
 //
 //   build/bench/cuda/bench_cuda_kernels
 //   TANDEM_BENCH_LINEARS_ONLY=1 build/bench/cuda/bench_cuda_kernels   # only the linear curve
+//   TANDEM_BENCH_NORM_ONLY=1 build/bench/cuda/bench_cuda_kernels      # only the projection + norm curve
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -266,6 +270,66 @@ void linear_curve(double copy, std::mt19937& rng) {
   }
 }
 
+// The projection + norm curve (see the header): one line per (matrix, rows, variant).
+void norm_curve(double copy, std::mt19937& rng) {
+  cuda::cuda_backend be;
+  struct shape { const char* name; int64_t out, in; };
+  const shape shapes[] = {{"o 576x576 q4_1", 576, 576},
+                          {"down 576x1536 q4_1", 576, 1536},
+                          {"o 2048x2048 q4_1", 2048, 2048},
+                          {"down 2048x5632 q4_1", 2048, 5632}};
+  std::printf("%-24s %5s %-9s %10s %10s %8s\n", "projection + norm", "rows", "variant", "us/call", "GB/s", "of copy");
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const shape& sh : shapes) {
+    std::vector<uint8_t> host;
+    const tensor_info info = random_blocks(dtype::q4_1, host, sh.out, sh.in, rng);
+    const double wbytes = static_cast<double>(info.nbytes);
+    const int copies = std::max(4, static_cast<int>(180e6 / wbytes) + 1);  // weights from DRAM
+    std::vector<std::unique_ptr<linear_weight>> ws;
+    for (int i = 0; i < copies; ++i) ws.push_back(be.load_linear(info));
+    const int64_t max_rows = 16;
+    std::vector<float> xh(static_cast<size_t>(max_rows * sh.in)), rh(static_cast<size_t>(max_rows * sh.out)),
+        wh(static_cast<size_t>(sh.out), 1.0f);
+    for (auto& v : xh) v = nd(rng);
+    for (auto& v : rh) v = nd(rng);
+    const size_t rbytes = rh.size() * 4;
+    auto x = be.alloc(xh.size() * 4), prod = be.alloc(rbytes), r = be.alloc(rbytes), out = be.alloc(rbytes),
+         nw = be.alloc(wh.size() * 4);
+    be.copy_to_device(x->data(), xh.data(), xh.size() * 4);
+    be.copy_to_device(r->data(), rh.data(), rbytes);
+    be.copy_to_device(nw->data(), wh.data(), wh.size() * 4);
+    be.synchronize();
+    for (int64_t n : {1, 2, 3, 4, 8, 16}) {
+      auto v = [&](const std::unique_ptr<device_buffer>& b, int64_t cols) {
+        return tensor_view::contiguous(b->data(), dtype::f32, {n, cols}, be.dev());
+      };
+      const tensor_view nwv = tensor_view::contiguous(nw->data(), dtype::f32, {sh.out}, be.dev());
+      for (const bool fused : {true, false}) {
+        auto call = [&](int i) {
+          const linear_weight& w = *ws[static_cast<size_t>(i) % ws.size()];
+          if (fused) {
+            be.linear_add_rms_norm(w, v(x, sh.in), v(prod, sh.out), v(r, sh.out), nwv, 1e-5f, v(out, sh.out), {});
+          } else {
+            be.linear(w, v(x, sh.in), v(prod, sh.out));
+            be.add_rms_norm(v(r, sh.out), v(prod, sh.out), nwv, 1e-5f, v(out, sh.out));
+          }
+        };
+        call(0);  // eager: sizes the backend's scratch (and the ticket) before the capture
+        be.synchronize();
+        bench::ck(cudaGetLastError());
+        const double ms = bench::graph_ms(be.stream(), copies, call);
+        const double gbs = wbytes / (ms * 1e-3) / 1e9;
+        const char* variant = fused ? "one op" : "two ops";
+        std::printf("%-24s %5lld %-9s %10.2f %10.0f %7.1f%%\n", sh.name, static_cast<long long>(n), variant, ms * 1e3,
+                    gbs, 100 * gbs / copy);
+        std::printf("{\"bench\":\"cuda_linear_add_rms_norm\",\"linear\":\"%s\",\"rows\":%lld,\"variant\":\"%s\","
+                    "\"us\":%.3f}\n",
+                    sh.name, static_cast<long long>(n), variant, ms * 1e3);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -275,6 +339,11 @@ int main() {
   if (const char* only = std::getenv("TANDEM_BENCH_LINEARS_ONLY"); only != nullptr && std::string(only) == "1") {
     std::printf("device copy 2 GiB: %.0f GB/s\n", copy);
     linear_curve(copy, rng);
+    return 0;
+  }
+  if (const char* only = std::getenv("TANDEM_BENCH_NORM_ONLY"); only != nullptr && std::string(only) == "1") {
+    std::printf("device copy 2 GiB: %.0f GB/s\n", copy);
+    norm_curve(copy, rng);
     return 0;
   }
 
@@ -322,5 +391,7 @@ int main() {
                 std::string(name(d->type)).c_str(), d->ms * 1e3, d->gbs(d->ms), d->gbs(d->ms) / copy, d32.ms / d->ms);
   std::printf("\n");
   linear_curve(copy, rng);
+  std::printf("\n");
+  norm_curve(copy, rng);
   return 0;
 }

@@ -50,6 +50,7 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
   ws_.init(be_, hp_);
   fused_linears_ = env_switch("TANDEM_LLAMA_FUSED_LINEARS");
   separate_swiglu_ = !env_switch("TANDEM_LLAMA_SWIGLU", true);
+  norm_epilogue_ = env_switch("TANDEM_LLAMA_NORM_EPILOGUE", true);
 }
 
 llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
@@ -247,32 +248,37 @@ void llama_model::run_layers(int n) {
   for (int i = 0; i < hp_.n_layers; ++i) {  // this stage's layers (all of them on one rank)
     const layer& L = layers_[i];
     const int l = first_layer_ + i;
-    // The previous block's output joins the residual stream inside the fused norm.
+    // The previous block's output joins the residual stream inside the fused norm: the
+    // previous layer's down projection ran it, but for the first layer of a stage.
     if (l == 0) be_.rms_norm(x, norm_view(*L.attn_norm), hp_.rms_eps, h);
-    else add_norm(l - 1, n, *L.attn_norm);
+    else if (i == 0) add_norm(l - 1, n, *L.attn_norm);
     be_.linear(*L.wqkv, h, ws_.qkv(n));
     be_.attention(ws_.q(n), ws_.k(n), ws_.v(n), *kv_, i, batch_, scale, ws_.attn(n));
     tensor_view attn_flat = ws_.attn(n);
     attn_flat.ndim = 2;
     attn_flat.shape = {n, int64_t(hp_.n_heads) * hp_.head_dim, 0, 0};
     attn_flat.strides = {attn_flat.shape[1], 1, 0, 0};
-    be_.linear(*L.wo, attn_flat, proj);
-    if (tp_.split()) reduce_partial(proj);
-    be_.add_rms_norm(x, proj, norm_view(*L.ffn_norm), hp_.rms_eps, h);
+    project_add_norm(*L.wo, attn_flat, n, *L.ffn_norm, {});
     if (separate_swiglu_) {
       be_.linear(*L.gate_up, h, ws_.gate_up(n));
       be_.silu_mul(ws_.gate(n), ws_.up(n), ws_.gate(n));
     } else {
       be_.linear_swiglu(*L.gate_up, h, ws_.gate_up(n), ws_.gate(n));
     }
-    be_.linear(*L.down, ws_.gate(n), proj);
-    if (tp_.split()) reduce_partial(proj);
+    // The down projection and the next norm: the next layer's, or after this stage's last
+    // layer the output norm. A non-last pipeline stage passes x and proj on un-added.
+    const bool last = i + 1 == hp_.n_layers;
+    if (last && !tp_.pp.last()) {
+      be_.linear(*L.down, ws_.gate(n), proj);
+      if (tp_.split()) reduce_partial(proj);
+    } else {
+      project_add_norm(*L.down, ws_.gate(n), n, last ? *output_norm_ : *layers_[i + 1].attn_norm, tap_of(l, n));
+    }
   }
   if (!tp_.pp.last()) {
     be_.synchronize();  // x and proj are complete in host memory
     return tp_.pp.pass_on({x, proj});
   }
-  add_norm(hp_full_.n_layers - 1, n, *output_norm_);
   if (n_logits_ == 0) return;
   be_.gather_rows(h, ws_.rows(n_logits_), ws_.rows_h(n_logits_));
   if (tp_.split()) return lm_head_split(n_logits_);
@@ -314,9 +320,29 @@ void llama_model::run_layers_fused(int n) {
 // layer's, or the output norm after the last) also writes it to the layer's tap slot when it
 // has one, padding rows too, so a tap costs no kernel of its own.
 void llama_model::add_norm(int done, int n, const device_buffer& weight) {
-  const int slot = tap_slot(done);
-  if (slot < 0) return be_.add_rms_norm(ws_.x(n), ws_.proj(n), norm_view(weight), hp_.rms_eps, ws_.h(n));
-  be_.add_rms_norm_keep(ws_.x(n), ws_.proj(n), norm_view(weight), hp_.rms_eps, ws_.h(n), tap_rows(slot, n));
+  const tensor_view kept = tap_of(done, n);
+  if (kept.data == nullptr) return be_.add_rms_norm(ws_.x(n), ws_.proj(n), norm_view(weight), hp_.rms_eps, ws_.h(n));
+  be_.add_rms_norm_keep(ws_.x(n), ws_.proj(n), norm_view(weight), hp_.rms_eps, ws_.h(n), kept);
+}
+
+// proj = in W^T joins x, and h = rms_norm(x, weight), x kept in `kept` when set: one
+// linear_add_rms_norm (backend.cuda: the linear kernel's last block runs the norm, the same
+// bits), or with TANDEM_LLAMA_NORM_EPILOGUE=0, or under a tensor split (proj is all-reduced
+// between the two), linear() and add_norm's ops.
+void llama_model::project_add_norm(const linear_weight& w, tensor_view in, int n, const device_buffer& weight,
+                                   tensor_view kept) {
+  const tensor_view x = ws_.x(n), proj = ws_.proj(n), h = ws_.h(n);
+  if (norm_epilogue_ && !tp_.split())
+    return be_.linear_add_rms_norm(w, in, proj, x, norm_view(weight), hp_.rms_eps, h, kept);
+  be_.linear(w, in, proj);
+  if (tp_.split()) reduce_partial(proj);
+  if (kept.data == nullptr) return be_.add_rms_norm(x, proj, norm_view(weight), hp_.rms_eps, h);
+  be_.add_rms_norm_keep(x, proj, norm_view(weight), hp_.rms_eps, h, kept);
+}
+
+tensor_view llama_model::tap_of(int layer, int64_t rows) const {
+  const int slot = tap_slot(layer);
+  return slot < 0 ? tensor_view{} : tap_rows(slot, rows);
 }
 
 // A layer listed twice is kept once, in the slot of its first listing.

@@ -98,6 +98,12 @@ class llama_model final : public model {
   // x += proj; h = rms_norm(x, weight): the stream after layer `done` is complete, and kept
   // in its tap slot when it is a tap.
   void add_norm(int done, int n_tokens, const device_buffer& weight);
+  // proj = in W^T, then add_norm's x += proj; h = rms_norm(x, weight), x also to `kept`
+  // when set: one backend::linear_add_rms_norm unless norm_epilogue_ is off or the rank
+  // holds a tensor split (proj is all-reduced between the two).
+  void project_add_norm(const linear_weight& w, tensor_view in, int n_tokens, const device_buffer& weight,
+                        tensor_view kept);
+  tensor_view tap_of(int layer, int64_t rows) const;  // its tap slot's rows, or an empty view
   int tap_slot(int layer) const;  // the slot of taps_ that keeps `layer`, -1: none
   tensor_view tap_rows(int slot, int64_t rows) const;  // rows of a slot of taps_buf_
   // Sequences of the recorded step (a decode step padded), 0 = eager.
@@ -145,6 +151,12 @@ class llama_model final : public model {
   // the down projection's staging instead was 3-18% slower at 1-4 rows on the H100,
   // session 14: every block then staged all 1,536 inputs itself.)
   bool separate_swiglu_ = false;
+  // The o and down projections and the norms after them go through
+  // backend::linear_add_rms_norm (backend.cuda: the norm runs in the last block of the q8
+  // GEMV or the int8 tensor-core kernel, the same bits; 2 launches a layer fewer in decode);
+  // TANDEM_LLAMA_NORM_EPILOGUE=0 runs linear() and add_rms_norm as two ops, for an A/B in
+  // one run.
+  bool norm_epilogue_ = true;
   const uint64_t recording_owner_ = new_recording_owner();  // this model's recorded steps
   int32_t pad_page_ = 0;   // the extra KV page padding rows write to
 };

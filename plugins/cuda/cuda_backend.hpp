@@ -109,6 +109,12 @@ class cuda_backend final : public backend {
   void linear_fused(const linear_weight& w, tensor_view x, const linear_prologue& pro, tensor_view y,
                     bool accumulate) override;
   void linear_swiglu(const linear_weight& gate_up, tensor_view x, tensor_view product, tensor_view y) override;
+  // One launch where linear() would take the q8 GEMV (1-4 rows) or the int8 tensor-core
+  // kernel (up to 16) for a one-segment matrix: the grid's last block runs the add_rms_norm
+  // (gemv_q8_add_rms_norm: the same bits as the two ops); elsewhere the default (linear(),
+  // then add_rms_norm / add_rms_norm_keep).
+  void linear_add_rms_norm(const linear_weight& w, tensor_view x, tensor_view product, tensor_view residual,
+                           tensor_view weight, float eps, tensor_view out, tensor_view kept) override;
   void rope(tensor_view x, tensor_view positions, const rope_params& p) override;
   void attention(tensor_view q, tensor_view k, tensor_view v, kv_storage& kv, int layer,
                  const attention_batch& batch, float scale, tensor_view out) override;
@@ -207,6 +213,7 @@ class cuda_backend final : public backend {
   scratch mla_qcat_, mla_rows_, mla_lat_, mla_part_, mla_list_, dsa_q_, dsa_ws_;
   scratch attn_full_part_, topk_ws_;  // attention_full's split partials; top_k's segment candidates
   scratch argmax_ws_;          // greedy argmax: tickets (left zero by every launch), parts
+  scratch norm_ticket_;        // linear_add_rms_norm's last-block counter (left zero by every launch)
   int64_t argmax_rows_ = -1;   // the row count argmax_ws_ was last laid out for
   op_profiler prof_;
   std::map<std::pair<uint64_t, uint64_t>, cudaGraphExec_t> graphs_;  // by (owner, key)

@@ -346,6 +346,57 @@ void cuda_backend::linear_swiglu(const linear_weight& gate_up, tensor_view x, te
   backend::linear_swiglu(gate_up, x, product, y);
 }
 
+// The o / down projection and the norm after it in one launch where path_for gives linear()
+// the q8 GEMV (1-4 rows) or the int8 tensor-core kernel (up to 16 rows), for a Q4_1 / Q8_0
+// matrix of one segment: gemv_q8_add_rms_norm / gemv_q8_mma_add_rms_norm, the same bits as
+// linear() then add_rms_norm (kernels.hpp). Elsewhere (the GEMM, f32 or EXL3 weights, groups,
+// more rows) the default's two ops.
+void cuda_backend::linear_add_rms_norm(const linear_weight& w, tensor_view x, tensor_view product,
+                                       tensor_view residual, tensor_view weight, float eps, tensor_view out,
+                                       tensor_view kept) {
+  const char* op = "linear_add_rms_norm";
+  const int64_t in = w.in_features(), d = w.out_features();
+  const int64_t n = in > 0 ? x.numel() / in : 0;
+  if (x.numel() != n * in || product.numel() != n * d)
+    bad(op, "x and product do not fit W [" + std::to_string(d) + ", " + std::to_string(in) + "]");
+  if (residual.numel() != n * d || residual.cols() != d)
+    bad(op, "residual must be [n, " + std::to_string(d) + "], one row per row of x");
+  same_shape(residual, out, op);
+  if (weight.numel() != d) bad(op, "weight must have one value per column");
+  const bool keep = kept.data != nullptr;
+  if (keep) same_shape(residual, kept, op);
+  // The product is written while x is read and before the norm reads it; kept is a copy.
+  if (product.data == x.data || product.data == residual.data || product.data == out.data)
+    bad(op, "product must not alias x, residual or out");
+  if (keep && (kept.data == x.data || kept.data == product.data || kept.data == residual.data || kept.data == out.data))
+    bad(op, "kept must not alias the others");
+  const auto* lw = dynamic_cast<const cuda_linear*>(&w);
+  const linear_path path = lw != nullptr && n > 0 ? path_for(*lw, n) : linear_path::gemm;
+  const bool gemv = path == linear_path::gemv && gemv_q8_add_rms_norm_supported(lw->matrix(), n);
+  const bool mma = path == linear_path::mma && gemv_q8_mma_add_rms_norm_supported(lw->matrix(), n);
+  if (opt_.q8_activations && (gemv || mma)) {
+    op_profiler::scope timed(prof_, "linear (add_rms_norm)", stream_);
+    const dev_matrix& m = lw->matrix();
+    const float* xp = f32(x, op, "x");
+    float* yp = f32(product, op, "product");
+    if (norm_ticket_.data() == nullptr) {
+      // Allocated and zeroed once, before any recording (never grown: one counter serves
+      // every launch, as they run one after another on the stream); each launch leaves it zero.
+      if (capturing_) bad(op, "its ticket must be allocated before recording");
+      norm_ticket_.grow(sizeof(unsigned int));
+      check(cudaMemsetAsync(norm_ticket_.data(), 0, sizeof(unsigned int), stream_), op);
+    }
+    const dev_add_norm nm{f32(residual, op, "residual"), f32(weight, op, "weight"), eps, f32(out, op, "out"),
+                          keep ? f32(kept, op, "kept") : nullptr, static_cast<unsigned int*>(norm_ticket_.data())};
+    void* ws = grow(q8_, std::max<size_t>(gemv_q8_scratch_bytes(n, m.in), 16), op);
+    if (mma) gemv_q8_mma_add_rms_norm(m, xp, n, yp, nm, ws, stream_);
+    else gemv_q8_add_rms_norm(m, xp, n, yp, nm, ws, stream_);
+    check_launch("linear (add_rms_norm)");
+    return;
+  }
+  backend::linear_add_rms_norm(w, x, product, residual, weight, eps, out, kept);
+}
+
 void cuda_backend::rope(tensor_view x, tensor_view positions, const rope_params& p) {
   op_profiler::scope timed(prof_, "rope", stream_);
   if (x.ndim != 3) bad("rope", "x must be [n, heads, head_dim]");

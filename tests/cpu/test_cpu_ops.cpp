@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE cpu_ops
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -254,6 +255,46 @@ BOOST_AUTO_TEST_CASE(linear_swiglu_equals_linear_then_silu_mul) {
       }
       std::vector<float> x(2 * in), scratch(2 * 2 * ffn), y(2 * ffn);
       BOOST_CHECK_THROW(be->linear_swiglu(*lw, view(x, {2, in}), view(scratch, {2, 2 * ffn}), view(y, {1, ffn})), error);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(linear_add_rms_norm_equals_linear_then_add_rms_norm) {
+  // backend::linear_add_rms_norm's default (backend.cpu's) is linear() into the caller's
+  // product, then add_rms_norm() (add_rms_norm_keep() when kept is set): the residual, out
+  // and kept bit-identical to the two ops, the residual left holding residual + x W^T, and
+  // an unset kept never written.
+  std::mt19937 rng(13);
+  const float eps = 1e-5f;
+  for (auto& be : backends()) {
+    for (dtype t : {dtype::q4_1, dtype::q8_0, dtype::f32}) {
+      for (auto [d, in] : {std::pair<int64_t, int64_t>{64, 96}, {576, 576}}) {
+        const test::test_weight w = test::random_weight(rng, t, d, in);
+        auto lw = be->load_linear(w.info);
+        auto nw = test::random_floats(rng, d);
+        for (int64_t n : {1, 3, 7}) {
+          for (bool keep : {false, true}) {
+            auto x = test::random_floats(rng, n * in, 2.0f);
+            const auto r0 = test::random_floats(rng, n * d);
+            std::vector<float> prod(n * d), r1 = r0, out1(n * d), kept1(n * d);
+            be->linear(*lw, view(x, {n, in}), view(prod, {n, d}));
+            if (keep) be->add_rms_norm_keep(view(r1, {n, d}), view(prod, {n, d}), view(nw, {d}), eps, view(out1, {n, d}), view(kept1, {n, d}));
+            else be->add_rms_norm(view(r1, {n, d}), view(prod, {n, d}), view(nw, {d}), eps, view(out1, {n, d}));
+            std::vector<float> scratch(n * d), r2 = r0, out2(n * d), kept2(n * d, NAN);
+            be->linear_add_rms_norm(*lw, view(x, {n, in}), view(scratch, {n, d}), view(r2, {n, d}), view(nw, {d}), eps,
+                                    view(out2, {n, d}), keep ? view(kept2, {n, d}) : tensor_view{});
+            const std::string what = be->describe() + " " + std::string(name(t)) + " d " + std::to_string(d) + " n " +
+                                     std::to_string(n) + (keep ? " kept" : "");
+            BOOST_TEST(std::memcmp(r2.data(), r1.data(), r1.size() * 4) == 0, what << ": residual");
+            BOOST_TEST(std::memcmp(out2.data(), out1.data(), out1.size() * 4) == 0, what << ": out");
+            if (keep) BOOST_TEST(std::memcmp(kept2.data(), kept1.data(), kept1.size() * 4) == 0, what << ": kept");
+            else BOOST_TEST(std::all_of(kept2.begin(), kept2.end(), [](float v) { return std::isnan(v); }), what << ": kept unset");
+            bool added = true;
+            for (size_t i = 0; i < r2.size(); ++i) added = added && r2[i] == r0[i] + prod[i];
+            BOOST_TEST(added, what << ": residual += product");
+          }
+        }
+      }
     }
   }
 }

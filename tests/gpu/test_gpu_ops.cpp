@@ -589,6 +589,140 @@ BOOST_AUTO_TEST_CASE(linear_swiglu_matches_linear_then_silu_mul) {
   }
 }
 
+namespace {
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(linear_add_rms_norm_matches_linear_then_add_rms_norm) {
+  // linear_add_rms_norm (one launch where linear() takes the q8 GEMV, 1-4 rows, or the int8
+  // tensor-core kernel, up to 16: the grid's last block runs the norm; the default's two ops
+  // elsewhere) against linear() then add_rms_norm / add_rms_norm_keep on the same backend:
+  // residual, out and kept bit for bit. Hidden 576 (the norm's 576 threads played by the
+  // GEMV block's 128 or the tensor-core block's 256), 2048 (1024 threads, two values each)
+  // and 16384 (16 each; the GEMV's non-staged shape at one row, the tensor-core kernel's
+  // tall tiles); in = 5632 (> 4096) quantizes x into global scratch at one row too. 576 x 576
+  // is on the tensor-core kernel from 2 rows, the other matrices from 5 (16384 x 576) or on
+  // the GEMM; 17 rows are on the GEMM or beyond the tensor-core epilogue (the default's ops).
+  // The op profiler tells which path ran: the one launch exactly where expected. Each case
+  // runs twice in a row: the second launch must find the ticket the first left zero (else
+  // no block is last and nothing is normalised).
+  const float eps = 1e-5f;
+  using path = cuda::cuda_backend::linear_path;
+  for (cuda::cuda_backend* be : {&gpu_q8(), &gpu()}) {
+    for (dtype t : {dtype::q4_1, dtype::q8_0}) {
+      for (auto [d, in] :
+           {std::pair<int64_t, int64_t>{576, 576}, {576, 1536}, {2048, 2048}, {2048, 5632}, {16384, 576}}) {
+        const auto w = weights({{t, {d, in}}});
+        const auto lw = be->load_linear(w[0].info);
+        const auto* cl = dynamic_cast<const cuda::cuda_linear*>(lw.get());
+        BOOST_REQUIRE(cl != nullptr);
+        dvec<float> nw(*be, test::random_floats(rng(), d));
+        for (int64_t n : {1, 2, 3, 4, 8, 16, 17}) {
+          for (bool keep : {false, true}) {
+            const auto x = test::random_floats(rng(), n * in, 2.0f), r0 = test::random_floats(rng(), n * d);
+            dvec<float> dx(*be, x), prod(*be, n * d), r1(*be, r0), out1(*be, n * d), kept1(*be, n * d);
+            dvec<float> scratch(*be, n * d), r2(*be, r0), out2(*be, n * d), kept2(*be, n * d);
+            const path p = be->path_for(*cl, n);
+            const bool fused = be == &gpu_q8() && ((p == path::gemv && n <= 4) || (p == path::mma && n <= 16));
+            std::ostringstream what;
+            what << (be == &gpu() ? "f32 " : "q8 ") << name(t) << " [" << d << " x " << in << "] n=" << n
+                 << (keep ? " kept" : "") << " path " << static_cast<int>(p);
+            be->linear(*lw, dx.view({n, in}), prod.view({n, d}));
+            for (int round = 0; round < 2; ++round) {
+              if (keep) {
+                be->add_rms_norm_keep(r1.view({n, d}), prod.view({n, d}), nw.view({d}), eps, out1.view({n, d}),
+                                      kept1.view({n, d}));
+              } else {
+                be->add_rms_norm(r1.view({n, d}), prod.view({n, d}), nw.view({d}), eps, out1.view({n, d}));
+              }
+              out2.poison();
+              be->profiler().reset();
+              be->profiler().enable(true);
+              be->linear_add_rms_norm(*lw, dx.view({n, in}), scratch.view({n, d}), r2.view({n, d}), nw.view({d}), eps,
+                                      out2.view({n, d}), keep ? kept2.view({n, d}) : tensor_view{});
+              be->profiler().enable(false);
+              const bool one_launch = be->profiler().report().find("linear (add_rms_norm)") != std::string::npos;
+              be->profiler().reset();
+              const std::string w2 = what.str() + (round ? " (again)" : "");
+              BOOST_TEST(one_launch == fused, w2 << ": one launch " << one_launch << ", expected " << fused);
+              BOOST_TEST(same_bits(r2.host(), r1.host()), w2 << ": residual, max |diff| "
+                                                              << test::max_abs_err(r2.host(), r1.host()));
+              BOOST_TEST(same_bits(out2.host(), out1.host()), w2 << ": out, max |diff| "
+                                                                 << test::max_abs_err(out2.host(), out1.host()));
+              if (keep) {
+                BOOST_TEST(same_bits(kept2.host(), kept1.host()), w2 << ": kept");
+              } else {
+                const auto k = kept2.host();
+                BOOST_TEST(std::all_of(k.begin(), k.end(), [](float v) { return std::isnan(v); }), w2 << ": kept unset");
+              }
+              BOOST_TEST(same_bits(scratch.host(), prod.host()), w2 << ": product");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(linear_add_rms_norm_recorded_replays_and_refusals) {
+  // Recorded once and replayed with new inputs: each replay finds the ticket zeroed by the
+  // one before and gives the eager run's bits (a kept copy at 3 rows, none at 1).
+  cuda::cuda_backend& be = gpu_q8();
+  const int64_t d = 2048, in = 2048;
+  const auto w = weights({{dtype::q4_1, {d, in}}});
+  const auto lw = be.load_linear(w[0].info);
+  dvec<float> nw(be, test::random_floats(rng(), d));
+  for (int64_t n : {1, 3}) {
+    dvec<float> x(be, n * in), prod(be, n * d), r(be, n * d), out(be, n * d), kept(be, n * d);
+    const tensor_view kv = n == 3 ? kept.view({n, d}) : tensor_view{};
+    auto body = [&] {
+      be.linear_add_rms_norm(*lw, x.view({n, in}), prod.view({n, d}), r.view({n, d}), nw.view({d}), 1e-5f,
+                             out.view({n, d}), kv);
+    };
+    for (int round = 0; round < 3; ++round) {
+      const auto xh = test::random_floats(rng(), n * in), rh = test::random_floats(rng(), n * d);
+      be.copy_to_device(x.buf->data(), xh.data(), xh.size() * 4);
+      be.copy_to_device(r.buf->data(), rh.data(), rh.size() * 4);
+      body();  // eager
+      const auto want_r = r.host(), want_out = out.host(), want_kept = kept.host();
+      be.copy_to_device(r.buf->data(), rh.data(), rh.size() * 4);
+      out.poison();
+      kept.poison();
+      be.run_recorded(test_owner, 4300 + n, body);  // recorded on round 0, replayed after
+      BOOST_TEST(same_bits(r.host(), want_r), "n=" << n << " round " << round << ": residual");
+      BOOST_TEST(same_bits(out.host(), want_out), "n=" << n << " round " << round << ": out");
+      if (n == 3) BOOST_TEST(same_bits(kept.host(), want_kept), "n=" << n << " round " << round << ": kept");
+    }
+  }
+  // Refusals, on the fused path's shapes (2 rows) and the default's (f32 GEMV).
+  for (cuda::cuda_backend* b : {&gpu_q8(), &gpu()}) {
+    const auto lw2 = b->load_linear(w[0].info);
+    const int64_t n = 2;
+    dvec<float> x(*b, test::random_floats(rng(), n * in)), prod(*b, n * d), r(*b, n * d), out(*b, n * d),
+        kept(*b, n * d), nw2(*b, test::random_floats(rng(), d));
+    auto call = [&](tensor_view xv, tensor_view pv, tensor_view rv, tensor_view wv, tensor_view ov, tensor_view kv) {
+      b->linear_add_rms_norm(*lw2, xv, pv, rv, wv, 1e-5f, ov, kv);
+    };
+    const tensor_view X = x.view({n, in}), P = prod.view({n, d}), R = r.view({n, d}), W = nw2.view({d}),
+                      O = out.view({n, d}), K = kept.view({n, d});
+    BOOST_CHECK_NO_THROW(call(X, P, R, W, O, K));
+    BOOST_CHECK_THROW(call(X, R, R, W, O, {}), error);                          // product is residual
+    BOOST_CHECK_THROW(call(X, O, R, W, O, {}), error);                          // product is out
+    BOOST_CHECK_THROW(call(X, P, R, W, O, O), error);                           // kept is out
+    BOOST_CHECK_THROW(call(X, P, R, W, O, R), error);                           // kept is residual
+    BOOST_CHECK_THROW(call(X, P, R, W, O, P), error);                           // kept is product
+    BOOST_CHECK_THROW(call(X, P, r.view({1, d}), W, O, {}), error);             // residual rows
+    BOOST_CHECK_THROW(call(X, P, R, nw2.view({d - 1}), O, {}), error);          // weight size
+    BOOST_CHECK_THROW(call(X, prod.view({n, d - 32}), R, W, O, {}), error);     // product shape
+    BOOST_CHECK_THROW(call(X, P, R, W, out.view({1, d}), {}), error);           // out shape
+    BOOST_CHECK_THROW(call(x.view({n, in - 32}), P, R, W, O, {}), error);       // x does not fit
+  }
+}
+
 BOOST_AUTO_TEST_CASE(linear_fused_recorded_replays_with_new_inputs) {
   // A decode-shaped layer tail (o-proj into the residual, pre-normed gate/up, gated down
   // into the residual) recorded once and replayed; on the f32 path the prologues use

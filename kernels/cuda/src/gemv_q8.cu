@@ -28,6 +28,7 @@
 #include <stdexcept>
 
 #include "common.cuh"
+#include "norm_row.cuh"
 #include "q8_stage.cuh"
 #include "tandem_cuda/kernels.hpp"
 
@@ -169,12 +170,15 @@ __device__ __forceinline__ void dot_step(const wblock<F> (&wb)[R], int64_t b, in
 // arithmetic. A row's sum does not depend on which rows share its warp (lane l reads
 // blocks l, l + 32, ... in order), so this is the separate linear and silu_mul bit for bit,
 // without the second launch.
-template <wformat F, int NT, bool STAGED, int NW, int R, int KB, bool SWIGLU = false>
+// NORM (one segment, no accumulate): y is the product, then the grid's last block runs
+// add_rms_norm over every row (norm_row.cuh: add_rms_norm_last_block).
+template <wformat F, int NT, bool STAGED, int NW, int R, int KB, bool SWIGLU = false, bool NORM = false>
 __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const float* __restrict__ x, dev_prologue pro,
                                                           const int8_t* __restrict__ gxq,
                                                           const float2* __restrict__ gds, float* __restrict__ y,
-                                                          int n_rows, bool accumulate) {
+                                                          int n_rows, bool accumulate, dev_add_norm norm) {
   static_assert(!SWIGLU || R == 2, "a SwiGLU warp owns one gate row and one up row");
+  static_assert(!(SWIGLU && NORM), "one epilogue");
   extern __shared__ __align__(16) unsigned char smem[];
   const int n = NT <= 8 ? NT : n_rows;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -205,7 +209,9 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const fl
     __syncthreads();
     xq = sq, ds = sds;
   }
-  if (valid == 0) return;
+  // A NORM warp past the last row stays for the epilogue's barriers: with valid == 0 every
+  // load, dot and store below is skipped.
+  if (valid == 0 && !NORM) return;
   float acc[R][NT];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -242,14 +248,15 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_kernel(dev_matrix w, const fl
       }
     }
   }
+  if constexpr (NORM) detail::add_rms_norm_last_block(norm, y, n, w.out);
 }
 
-template <wformat F, int NT, bool STAGED, int NW, int R, int KB, bool SWIGLU = false>
+template <wformat F, int NT, bool STAGED, int NW, int R, int KB, bool SWIGLU = false, bool NORM = false>
 void launch_shape(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, float* y,
-                  bool accumulate, const int8_t* xq, const float2* ds, cudaStream_t s) {
+                  bool accumulate, const int8_t* xq, const float2* ds, cudaStream_t s, const dev_add_norm& norm = {}) {
   const unsigned grid = SWIGLU ? blocks_for(w.out / 2, NW) : blocks_for(w.out, NW * R);
   const size_t smem = STAGED ? stage_smem_bytes(static_cast<int>(n), w.in) : 0;
-  auto kernel = gemv_q8_kernel<F, NT, STAGED, NW, R, KB, SWIGLU>;
+  auto kernel = gemv_q8_kernel<F, NT, STAGED, NW, R, KB, SWIGLU, NORM>;
   // Past the default 48 KB a kernel must opt in, once per device (outside any graph
   // capture: a step's first, eager run gets here first).
   if (smem > 48 * 1024) {
@@ -263,28 +270,33 @@ void launch_shape(const dev_matrix& w, const float* x, int64_t n, const dev_prol
     }
   }
   detail::launch_pdl(kernel, dim3(grid), dim3(NW * 32), smem, s, w, x, pro, xq, ds, y, static_cast<int>(n),
-                     accumulate);
+                     accumulate, norm);
 }
 
 // Shapes: NT <= 8 as measured in sessions 2-5 (tall matrices: 8 warps of 4 rows; in of 33-64
 // blocks: two rounds of weights requested up front); more rows keep 2 rows a warp (the
-// accumulators are R x NT registers).
-template <wformat F, int NT, bool SWIGLU = false>
+// accumulators are R x NT registers). NORM launches stage x as gemv_q8's automatic choice
+// (stage_in_block: one row of a matrix under wide_min_out rows), so only those shapes exist.
+template <wformat F, int NT, bool SWIGLU = false, bool NORM = false>
 void launch_nt(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& pro, float* y, bool accumulate,
-               const int8_t* xq, const float2* ds, bool staged, cudaStream_t s) {
+               const int8_t* xq, const float2* ds, bool staged, cudaStream_t s, const dev_add_norm& norm = {}) {
   const int64_t nb = w.in / 32;
   const bool two_rounds = nb > 32 && nb <= 64;
   if (!staged) {
     if constexpr (NT > 8) {
       if (two_rounds) return launch_shape<F, NT, false, 4, 2, 2, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, s);
     }
-    return launch_shape<F, NT, false, 4, 2, 1, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, s);
+    return launch_shape<F, NT, false, 4, 2, 1, SWIGLU, NORM>(w, x, n, pro, y, accumulate, xq, ds, s, norm);
   }
-  if constexpr (NT <= 8 && !SWIGLU) {
-    if (w.out >= wide_min_out) return launch_shape<F, NT, true, 8, 4, 1>(w, x, n, pro, y, accumulate, xq, ds, s);
+  if constexpr (NORM && NT > 1) {
+    throw std::logic_error("gemv_q8_add_rms_norm: x is staged in the block for one row only");
+  } else {
+    if constexpr (NT <= 8 && !SWIGLU && !NORM) {
+      if (w.out >= wide_min_out) return launch_shape<F, NT, true, 8, 4, 1>(w, x, n, pro, y, accumulate, xq, ds, s);
+    }
+    if (two_rounds) launch_shape<F, NT, true, 4, 2, 2, SWIGLU, NORM>(w, x, n, pro, y, accumulate, xq, ds, s, norm);
+    else launch_shape<F, NT, true, 4, 2, 1, SWIGLU, NORM>(w, x, n, pro, y, accumulate, xq, ds, s, norm);
   }
-  if (two_rounds) launch_shape<F, NT, true, 4, 2, 2, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, s);
-  else launch_shape<F, NT, true, 4, 2, 1, SWIGLU>(w, x, n, pro, y, accumulate, xq, ds, s);
 }
 
 template <wformat F, bool SWIGLU = false>
@@ -308,6 +320,17 @@ void launch(const dev_matrix& w, const float* x, int64_t n, const dev_prologue& 
 // x staged per block for one row (as gemv_q8_fused's automatic choice), else quantized
 // once into scratch.
 bool stage_in_block(const dev_matrix& w, int64_t n) { return n == 1 && w.out < wide_min_out && gemv_q8_stageable(w, n); }
+
+template <wformat F>
+void launch_norm(const dev_matrix& w, const float* x, int64_t n, float* y, const int8_t* xq, const float2* ds,
+                 bool staged, const dev_add_norm& norm, cudaStream_t s) {
+  switch (n) {
+    case 1: launch_nt<F, 1, false, true>(w, x, n, dev_prologue{}, y, false, xq, ds, staged, s, norm); break;
+    case 2: launch_nt<F, 2, false, true>(w, x, n, dev_prologue{}, y, false, xq, ds, staged, s, norm); break;
+    case 3: launch_nt<F, 3, false, true>(w, x, n, dev_prologue{}, y, false, xq, ds, staged, s, norm); break;
+    default: launch_nt<F, 4, false, true>(w, x, n, dev_prologue{}, y, false, xq, ds, staged, s, norm); break;
+  }
+}
 
 }  // namespace
 
@@ -383,6 +406,31 @@ void gemv_q8_swiglu(const dev_matrix& w, const float* x, int64_t n, float* y, vo
   }
   if (w.format == wformat::q4_1) launch<wformat::q4_1, true>(w, x, n, dev_prologue{}, y, false, xq, ds, staged, stream);
   else launch<wformat::q8_0, true>(w, x, n, dev_prologue{}, y, false, xq, ds, staged, stream);
+}
+
+bool gemv_q8_add_rms_norm_supported(const dev_matrix& w, int64_t n) {
+  return gemv_q8_supported(w) && w.n_segs == 1 && w.out > 0 && n >= 1 && n <= gemv_q8_norm_max_tokens;
+}
+
+void gemv_q8_add_rms_norm(const dev_matrix& w, const float* x, int64_t n, float* y, const dev_add_norm& norm,
+                          void* scratch, cudaStream_t stream) {
+  if (!gemv_q8_add_rms_norm_supported(w, n))
+    throw std::invalid_argument("gemv_q8_add_rms_norm: q4_1 / q8_0 of one segment and 1 to 4 token rows only");
+  if (norm.ticket == nullptr || norm.residual == nullptr || norm.weight == nullptr || norm.out == nullptr)
+    throw std::invalid_argument("gemv_q8_add_rms_norm: residual, weight, out and the ticket are needed");
+  // x staged as gemv_q8's automatic choice, so the product is linear()'s (it is the same
+  // either way: both stagings give the same bytes).
+  const bool staged = stage_in_block(w, n);
+  int8_t* xq = nullptr;
+  float2* ds = nullptr;
+  if (!staged) {
+    if (scratch == nullptr) throw std::invalid_argument("gemv_q8_add_rms_norm: x quantized into global scratch needs scratch");
+    xq = static_cast<int8_t*>(scratch);
+    ds = reinterpret_cast<float2*>(xq + n * w.in);
+    quantize_q8_rows(x, n, w.in, xq, ds, stream);
+  }
+  if (w.format == wformat::q4_1) launch_norm<wformat::q4_1>(w, x, n, y, xq, ds, staged, norm, stream);
+  else launch_norm<wformat::q8_0>(w, x, n, y, xq, ds, staged, norm, stream);
 }
 
 }  // namespace tandem::cuda

@@ -33,6 +33,7 @@
 #include <stdexcept>
 
 #include "common.cuh"
+#include "norm_row.cuh"
 #include "q8_stage.cuh"
 #include "tandem_cuda/kernels.hpp"
 
@@ -132,12 +133,16 @@ __device__ __forceinline__ void block_terms(const afrag& f, int64_t b, int64_t n
 // arithmetic. Each row's sum is made as in the plain kernel (the same fragments and warp
 // order; RT and KS come from the matrix's height either way): the separate linear and
 // silu_mul bit for bit, in one launch.
-template <wformat F, int NTILE, int RT, bool STAGED, bool SWIGLU = false>
+// NORM (one segment, no accumulate): y is the product, then the grid's last block runs
+// add_rms_norm over every row (norm_row.cuh: add_rms_norm_last_block), as in the q8 GEMV.
+template <wformat F, int NTILE, int RT, bool STAGED, bool SWIGLU = false, bool NORM = false>
 __global__ void __launch_bounds__(block_warps * 32) gemv_q8_mma_kernel(dev_matrix w, const float* __restrict__ x,
                                                                        dev_prologue pro,
                                                                        const int8_t* __restrict__ gxq,
                                                                        const float2* __restrict__ gds,
-                                                                       float* __restrict__ y, int n, bool accumulate) {
+                                                                       float* __restrict__ y, int n, bool accumulate,
+                                                                       dev_add_norm norm) {
+  static_assert(!(SWIGLU && NORM), "one epilogue");
   constexpr int KS = block_warps / RT;
   extern __shared__ __align__(16) unsigned char smem[];
   auto* red = reinterpret_cast<float*>(smem);  // [block_warps][NTILE * 8][tile_rows + 1] when KS > 1
@@ -240,19 +245,20 @@ __global__ void __launch_bounds__(block_warps * 32) gemv_q8_mma_kernel(dev_matri
       }
     }
   }
+  if constexpr (NORM) detail::add_rms_norm_last_block(norm, y, n, w.out);
 }
 
 size_t smem_bytes(int ntile, int rt, bool staged, int64_t n, int64_t in) {
   return red_bytes(ntile, rt) + (staged ? q8stage::stage_smem_bytes(static_cast<int>(n), in) : 0);
 }
 
-template <wformat F, int NTILE, int RT, bool STAGED, bool SWIGLU>
+template <wformat F, int NTILE, int RT, bool STAGED, bool SWIGLU, bool NORM = false>
 void launch_shape(const dev_matrix& w, const float* x, const dev_prologue& pro, const int8_t* xq, const float2* ds,
-                  float* y, int64_t n, bool accumulate, cudaStream_t s) {
+                  float* y, int64_t n, bool accumulate, cudaStream_t s, const dev_add_norm& norm = {}) {
   const int64_t tiles = (w.out + tile_rows - 1) / tile_rows;
   const unsigned grid = static_cast<unsigned>((tiles + RT - 1) / RT);
   const size_t smem = smem_bytes(NTILE, RT, STAGED, n, w.in);
-  auto kernel = gemv_q8_mma_kernel<F, NTILE, RT, STAGED, SWIGLU>;
+  auto kernel = gemv_q8_mma_kernel<F, NTILE, RT, STAGED, SWIGLU, NORM>;
   // Past the default 48 KB a kernel must opt in, once per device (outside any graph
   // capture: a step's first, eager run gets here first).
   if (smem > 48 * 1024) {
@@ -266,16 +272,16 @@ void launch_shape(const dev_matrix& w, const float* x, const dev_prologue& pro, 
     }
   }
   detail::launch_pdl(kernel, dim3(grid), dim3(block_warps * 32), smem, s, w, x, pro, xq, ds, y, static_cast<int>(n),
-                     accumulate);
+                     accumulate, norm);
 }
 
-template <wformat F, int NTILE, bool STAGED, bool SWIGLU>
+template <wformat F, int NTILE, bool STAGED, bool SWIGLU, bool NORM = false>
 void launch_rt(const dev_matrix& w, const float* x, const dev_prologue& pro, const int8_t* xq, const float2* ds,
-               float* y, int64_t n, bool accumulate, cudaStream_t s) {
+               float* y, int64_t n, bool accumulate, cudaStream_t s, const dev_add_norm& norm = {}) {
   if ((w.out + tile_rows - 1) / tile_rows >= tall_tiles)
-    launch_shape<F, NTILE, block_warps, STAGED, SWIGLU>(w, x, pro, xq, ds, y, n, accumulate, s);
+    launch_shape<F, NTILE, block_warps, STAGED, SWIGLU, NORM>(w, x, pro, xq, ds, y, n, accumulate, s, norm);
   else
-    launch_shape<F, NTILE, 1, STAGED, SWIGLU>(w, x, pro, xq, ds, y, n, accumulate, s);
+    launch_shape<F, NTILE, 1, STAGED, SWIGLU, NORM>(w, x, pro, xq, ds, y, n, accumulate, s, norm);
 }
 
 template <wformat F, bool SWIGLU = false>
@@ -294,6 +300,18 @@ void launch(const dev_matrix& w, const float* x, const dev_prologue& pro, const 
 }
 
 int ntile_of(int64_t n) { return n <= 8 ? 1 : n <= 16 ? 2 : n <= 32 ? 4 : 8; }
+
+template <wformat F>
+void launch_norm(const dev_matrix& w, const float* x, const int8_t* xq, const float2* ds, float* y, int64_t n,
+                 bool staged, const dev_add_norm& norm, cudaStream_t s) {
+  if (staged) {
+    if (n <= 8) launch_rt<F, 1, true, false, true>(w, x, dev_prologue{}, xq, ds, y, n, false, s, norm);
+    else launch_rt<F, 2, true, false, true>(w, x, dev_prologue{}, xq, ds, y, n, false, s, norm);
+  } else {
+    if (n <= 8) launch_rt<F, 1, false, false, true>(w, x, dev_prologue{}, xq, ds, y, n, false, s, norm);
+    else launch_rt<F, 2, false, false, true>(w, x, dev_prologue{}, xq, ds, y, n, false, s, norm);
+  }
+}
 
 }  // namespace
 
@@ -353,6 +371,31 @@ void gemv_q8_mma_swiglu(const dev_matrix& w, const float* x, int64_t n, float* y
   }
   if (w.format == wformat::q4_1) launch<wformat::q4_1, true>(w, x, dev_prologue{}, xq, ds, y, n, false, staged, stream);
   else launch<wformat::q8_0, true>(w, x, dev_prologue{}, xq, ds, y, n, false, staged, stream);
+}
+
+bool gemv_q8_mma_add_rms_norm_supported(const dev_matrix& w, int64_t n) {
+  return gemv_q8_supported(w) && w.n_segs == 1 && w.out > 0 && n >= 1 && n <= gemv_q8_mma_norm_max_tokens;
+}
+
+void gemv_q8_mma_add_rms_norm(const dev_matrix& w, const float* x, int64_t n, float* y, const dev_add_norm& norm,
+                              void* scratch, cudaStream_t stream) {
+  if (!gemv_q8_mma_add_rms_norm_supported(w, n))
+    throw std::invalid_argument("gemv_q8_mma_add_rms_norm: q4_1 / q8_0 of one segment and 1 to 16 token rows only");
+  if (norm.ticket == nullptr || norm.residual == nullptr || norm.weight == nullptr || norm.out == nullptr)
+    throw std::invalid_argument("gemv_q8_mma_add_rms_norm: residual, weight, out and the ticket are needed");
+  // The plain kernel's staging rule (gemv_q8_mma): both stagings give the same bytes.
+  const bool staged = gemv_q8_mma_stageable(w, n) && n <= 8 && w.out < 2048;
+  int8_t* xq = nullptr;
+  float2* ds = nullptr;
+  if (!staged) {
+    if (scratch == nullptr)
+      throw std::invalid_argument("gemv_q8_mma_add_rms_norm: x quantized into global scratch needs scratch");
+    xq = static_cast<int8_t*>(scratch);
+    ds = reinterpret_cast<float2*>(xq + n * w.in);
+    quantize_q8_rows(x, n, w.in, xq, ds, stream);
+  }
+  if (w.format == wformat::q4_1) launch_norm<wformat::q4_1>(w, x, xq, ds, y, n, staged, norm, stream);
+  else launch_norm<wformat::q8_0>(w, x, xq, ds, y, n, staged, norm, stream);
 }
 
 }  // namespace tandem::cuda

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common.cuh"
+#include "norm_row.cuh"
 #include "tandem_cuda/kernels.hpp"
 
 namespace tandem::cuda {
@@ -17,7 +18,8 @@ using detail::blocks_for;
 // The weight (a model parameter, never written by the kernels of a step) is requested
 // before the kernel waits for its predecessor, so its load is not one more round trip after
 // the sum: a thread's first value (all of them for d <= 1024, the decode norms) comes from
-// that early load.
+// that early load. The row's arithmetic is norm_row.cuh's, which the q8 GEMV's add_rms_norm
+// epilogue shares (blockDim.x = norm_threads(d): each thread is its own virtual thread).
 __global__ void rms_norm_kernel(float* residual, const float* x, const float* w, float eps,
                                 int64_t d, float* out, float* kept) {
   __shared__ float red[32];
@@ -25,25 +27,11 @@ __global__ void rms_norm_kernel(float* residual, const float* x, const float* w,
   detail::pdl_wait();
   detail::pdl_trigger();
   const int64_t row = blockIdx.x;
-  float* r = residual + row * d;
-  const float* xr = x ? x + row * d : nullptr;
-  float* kr = kept ? kept + row * d : nullptr;
-  float ss = 0.0f;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    float v = r[j];
-    if (xr) {
-      v += xr[j];
-      r[j] = v;
-      if (kr) kr[j] = v;
-    }
-    ss += v * v;
-  }
-  ss = detail::block_sum(ss, red);
-  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) out[row * d + j] = r[j] * inv * (j == threadIdx.x ? w0 : w[j]);
+  detail::rms_norm_row<1>(residual + row * d, x ? x + row * d : nullptr, kept ? kept + row * d : nullptr, w, w0, eps, d,
+                          out + row * d, static_cast<int>(blockDim.x), red, detail::load_plain{});
 }
 
-int norm_threads(int64_t d) { return d >= 1024 ? 1024 : static_cast<int>((d + 31) / 32 * 32); }
+using detail::norm_threads;
 
 // One thread per (token, pair): the angle in double, as ref::rope_angle.
 __global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t head_dim,

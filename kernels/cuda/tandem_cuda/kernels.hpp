@@ -102,6 +102,33 @@ void gemv_q8_mma(const dev_matrix& w, const float* x, int64_t n, const dev_prolo
 bool swiglu_shaped(const dev_matrix& w);
 void gemv_q8_swiglu(const dev_matrix& w, const float* x, int64_t n, float* y, void* scratch, cudaStream_t stream);
 void gemv_q8_mma_swiglu(const dev_matrix& w, const float* x, int64_t n, float* y, void* scratch, cudaStream_t stream);
+// A block's output projection and the next pre-norm in one launch (backend::
+// linear_add_rms_norm): y [n, out] = x W^T as gemv_q8 writes it, then the grid's last block
+// to finish (a ticket counter) runs add_rms_norm over every row: residual += y, out =
+// rms_norm(residual, weight, eps), kept = residual when kept is set, with rms_norm_kernel's
+// arithmetic, so the result is gemv_q8 then add_rms_norm bit for bit. For q4_1 / q8_0
+// matrices of one segment and 1 to gemv_q8_norm_max_tokens rows
+// (gemv_q8_add_rms_norm_supported); x is staged as gemv_q8's automatic choice (scratch as
+// gemv_q8's). `ticket` is one counter in device memory, zero before the first launch; every
+// launch leaves it zero (graph-capturable). y must not alias x, residual, out or kept.
+inline constexpr int64_t gemv_q8_norm_max_tokens = 4;
+struct dev_add_norm {
+  float* residual = nullptr;       // [n, out]
+  const float* weight = nullptr;   // [out]; read after the kernel's wait, like the other inputs
+  float eps = 0.0f;
+  float* out = nullptr;            // [n, out]
+  float* kept = nullptr;           // [n, out] or null
+  unsigned int* ticket = nullptr;
+};
+bool gemv_q8_add_rms_norm_supported(const dev_matrix& w, int64_t n);
+void gemv_q8_add_rms_norm(const dev_matrix& w, const float* x, int64_t n, float* y, const dev_add_norm& norm,
+                          void* scratch, cudaStream_t stream);
+// The same on the int8 tensor-core kernel (gemv_q8_mma's product, staged as its automatic
+// choice), for 1 to gemv_q8_mma_norm_max_tokens rows: gemv_q8_mma then add_rms_norm bit for bit.
+inline constexpr int64_t gemv_q8_mma_norm_max_tokens = 16;
+bool gemv_q8_mma_add_rms_norm_supported(const dev_matrix& w, int64_t n);
+void gemv_q8_mma_add_rms_norm(const dev_matrix& w, const float* x, int64_t n, float* y, const dev_add_norm& norm,
+                              void* scratch, cudaStream_t stream);
 // gemv with `accumulate`: y += x W^T (the add rounds as add() does).
 void gemv(const dev_matrix& w, const float* x, int64_t n, float* y, bool accumulate, cudaStream_t stream);
 // W as f16 [out, in], for the tensor-core GEMM of prefill (dequantized as the reference does).

@@ -97,6 +97,11 @@ class record_check final : public backend {
     p.up = h(p.up);
     in_.linear_fused(w, h(x), p, h(y), accumulate);
   }
+  void linear_add_rms_norm(const linear_weight& w, tensor_view x, tensor_view product, tensor_view r, tensor_view nw,
+                           float eps, tensor_view out, tensor_view kept) override {
+    note("linear_add_rms_norm", &w, x, product, r, nw, eps, out, kept);
+    in_.linear_add_rms_norm(w, h(x), h(product), h(r), h(nw), eps, h(out), h(kept));
+  }
   void rope(tensor_view x, tensor_view positions, const rope_params& p) override {
     note("rope", x, positions, p.theta, p.rotary_dims, p.neox);
     in_.rope(h(x), h(positions), p);
