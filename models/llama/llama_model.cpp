@@ -50,7 +50,7 @@ llama_model::llama_model(backend& be, const weight_format& weights, const llama_
   ws_.init(be_, hp_);
   fused_linears_ = env_switch("TANDEM_LLAMA_FUSED_LINEARS");
   separate_swiglu_ = !env_switch("TANDEM_LLAMA_SWIGLU", true);
-  norm_epilogue_ = env_switch("TANDEM_LLAMA_NORM_EPILOGUE", true);
+  norm_epilogue_ = env_switch("TANDEM_LLAMA_NORM_EPILOGUE");
 }
 
 llama_model::llama_model(backend& be, const weight_format& weights, const llama_hparams& hp,
@@ -327,7 +327,7 @@ void llama_model::add_norm(int done, int n, const device_buffer& weight) {
 
 // proj = in W^T joins x, and h = rms_norm(x, weight), x kept in `kept` when set: one
 // linear_add_rms_norm (backend.cuda: the linear kernel's last block runs the norm, the same
-// bits), or with TANDEM_LLAMA_NORM_EPILOGUE=0, or under a tensor split (proj is all-reduced
+// bits) with TANDEM_LLAMA_NORM_EPILOGUE=1; otherwise, and under a tensor split (proj is all-reduced
 // between the two), linear() and add_norm's ops.
 void llama_model::project_add_norm(const linear_weight& w, tensor_view in, int n, const device_buffer& weight,
                                    tensor_view kept) {

@@ -922,7 +922,8 @@ std::string fmt_case(int64_t ns, int64_t n, int n_heads, int n_kv, int hd, bool 
 // One attention case: pool pre-filled with random K/V (the cached tokens), then the batch,
 // on a pool of element type kvt.
 // rows_hint: tell attention() the most new tokens of a sequence (attention_batch::
-// max_query_len), as the engine does, so steps of up to 16 a sequence take the decode kernel.
+// max_query_len), as the engine does, and turn on TANDEM_CUDA_DECODE_VERIFY, so steps of up
+// to 16 a sequence take the decode kernel.
 void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n_kv, int hd, int page,
                      int64_t n_pages, const rope_params* rope = nullptr, int repeats = 1, dtype kvt = dtype::f32,
                      bool rows_hint = false) {
@@ -962,6 +963,7 @@ void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n
   const bool on_decode = n == ns || (rows_hint && max_new <= cuda::decode_max_rows());
   dvec<float> dq(gpu(), q), dk(gpu(), k), dv(gpu(), v), out(gpu(), n * n_heads * hd);
   // Repeats run the same step again on fresh q/k copies (decode tickets must reset).
+  if (rows_hint) setenv("TANDEM_CUDA_DECODE_VERIFY", "1", 1);
   for (int r = 0; r < repeats; ++r) {
     gpu().copy_to_device(dq.buf->data(), q.data(), q.size() * 4);
     gpu().copy_to_device(dk.buf->data(), k.data(), k.size() * 4);
@@ -969,6 +971,7 @@ void check_attention(const std::vector<test::seq_spec>& seqs, int n_heads, int n
     gpu().attention(dq.view({n, n_heads, hd}), dk.view({n, n_kv, hd}), dv.view({n, n_kv, hd}), *kv, 0, b,
                     scale, out.view({n, n_heads, hd}));
   }
+  unsetenv("TANDEM_CUDA_DECODE_VERIFY");
   std::vector<uint8_t> kgpu_bytes(kbytes.size());
   gpu().copy_to_host(kgpu_bytes.data(), pool.k, kgpu_bytes.size());
   gpu().synchronize();
@@ -1057,6 +1060,7 @@ BOOST_AUTO_TEST_CASE(attention_prefill_mixed_decode) {
 // them one at a time. So one verify step of k tokens per sequence must give the bits of k
 // decode steps, output and pool alike.
 BOOST_AUTO_TEST_CASE(attention_verify_rows_equal_decode_steps) {
+  setenv("TANDEM_CUDA_DECODE_VERIFY", "1", 1);
   for (dtype kvt : {dtype::f32, dtype::bf16, dtype::fp8_e4m3})
   for (auto shape : {std::tuple{9, 3, 64}, std::tuple{8, 2, 128}}) {
     const int h = std::get<0>(shape), kvh = std::get<1>(shape), hd = std::get<2>(shape);  // captured below
@@ -1127,6 +1131,19 @@ BOOST_AUTO_TEST_CASE(attention_verify_rows_equal_decode_steps) {
     BOOST_TEST(std::memcmp(o1.data(), ok.data(), o1.size() * 4) == 0, what << ": verify rows differ from decode steps");
     BOOST_TEST((k1 == kk && v1 == vk), what << ": the pools differ");
   }
+  setenv("TANDEM_CUDA_DECODE_VERIFY", "2", 1);  // only 0 and 1 mean something
+  {
+    test::batch_builder bb({{pages_from(0, 2), 3, 2}}, 16);
+    kv_layout lay{1, 4, 16, 1, 64, dtype::f32};
+    auto kv = gpu().alloc_kv(lay);
+    dvec<float> q(gpu(), std::vector<float>(2 * 64)), k(gpu(), std::vector<float>(2 * 64)), out(gpu(), 2 * 64);
+    attention_batch b = bb.batch;
+    b.max_query_len = 2;
+    BOOST_CHECK_THROW(gpu().attention(q.view({2, 1, 64}), k.view({2, 1, 64}), k.view({2, 1, 64}), *kv, 0, b, 0.125f,
+                                      out.view({2, 1, 64})),
+                      tandem::error);
+  }
+  unsetenv("TANDEM_CUDA_DECODE_VERIFY");
 }
 
 // The same cases on bf16 and fp8 e4m3 pools (kv_write, the tensor-core prefill and the

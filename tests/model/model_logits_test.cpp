@@ -17,6 +17,7 @@
 #include "llama_model.hpp"
 #include "logits_fixture.hpp"
 #include "tandem/backend.hpp"
+#include "tandem/error.hpp"
 #include "tandem/kv_pool.hpp"
 #include "tandem/plugin_host.hpp"
 #include "tandem/weight_format.hpp"
@@ -208,4 +209,47 @@ BOOST_AUTO_TEST_CASE(taps_are_the_stream_of_a_model_cut_after_the_layer) {
       }
   }
   s.pool.release(pages);
+}
+
+// The llama layers with each o / down projection and the norm after it as one
+// backend::linear_add_rms_norm (TANDEM_LLAMA_NORM_EPILOGUE=1: the down projection then
+// carries the next layer's norm, or the output norm, and a tap's copy) against the two ops:
+// on backend.cpu the op's default is those two ops, so logits and taps must be the same bits,
+// for a prompt and a decode step.
+BOOST_AUTO_TEST_CASE(norm_epilogue_layers_give_the_same_bits) {
+  stack s("q8");
+  const std::vector<int> taps = {0, 14, 29};
+  const std::vector<int32_t> prompt = {1, 504, 3000, 42, 7, 12000, 88};
+  const auto host_rows = [&](const tensor_view& v) {
+    std::vector<float> h(static_cast<size_t>(v.numel()));
+    s.be->copy_to_host(h.data(), v.data, h.size() * sizeof(float));
+    s.be->synchronize();
+    return h;
+  };
+  const auto run = [&](llama_model& m) {
+    std::vector<int32_t> pages;
+    BOOST_REQUIRE(s.pool.grow(pages, static_cast<int64_t>(prompt.size()) + 1));
+    std::vector<std::vector<float>> got;
+    for (int step = 0; step < 2; ++step) {
+      step_plan plan;
+      plan.seqs.push_back({1, step == 0 ? 0 : static_cast<int64_t>(prompt.size()),
+                           step == 0 ? prompt : std::vector<int32_t>{501}, pages, true, {}});
+      m.forward(plan, forward_options{.all_logits = true, .hidden_layers = taps});
+      got.push_back(m.logits_to_host());
+      for (size_t i = 0; i < taps.size(); ++i) got.push_back(host_rows(m.hidden_states(static_cast<int>(i))));
+    }
+    s.pool.release(pages);
+    return got;
+  };
+  const auto two_ops = run(*s.model);
+  setenv("TANDEM_LLAMA_NORM_EPILOGUE", "1", 1);
+  llama_model fused(*s.be, *s.weights, s.model->hparams(), s.pool.n_pages(), s.pool.page_size());
+  unsetenv("TANDEM_LLAMA_NORM_EPILOGUE");
+  const auto one_op = run(fused);
+  BOOST_REQUIRE(two_ops.size() == one_op.size());
+  for (size_t i = 0; i < two_ops.size(); ++i) BOOST_TEST((two_ops[i] == one_op[i]), "output " << i);
+  setenv("TANDEM_LLAMA_NORM_EPILOGUE", "yes", 1);
+  BOOST_CHECK_THROW(llama_model(*s.be, *s.weights, s.model->hparams(), s.pool.n_pages(), s.pool.page_size()),
+                    tandem::error);
+  unsetenv("TANDEM_LLAMA_NORM_EPILOGUE");
 }
