@@ -228,28 +228,23 @@ int main() {
                                  std::move(c)});
     }
   }
-  // The default dispatch with the gate/up product and the SiLU gate as two launches
-  // (TANDEM_LLAMA_SWIGLU=0), against linear_swiglu's one.
-  if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_SWIGLU_AB"); skip == nullptr || std::string(skip) != "1") {
-    std::fprintf(stderr, "curve: swiglu as two ops\n");
-    setenv("TANDEM_LLAMA_SWIGLU", "0", 1);
+  // The default dispatch with one llama switch flipped, at 1-64 sequences: `skip` = 1 leaves
+  // it out.
+  const auto switch_curve = [&](const char* skip_var, const char* var, const char* value, const char* label) {
+    if (const char* skip = std::getenv(skip_var); skip != nullptr && std::string(skip) == "1") return;
+    std::fprintf(stderr, "curve: %s\n", label);
+    setenv(var, value, 1);
     llama_model ms(be, w, hp, 64 * 8192 / 16 / 4, 16);
-    unsetenv("TANDEM_LLAMA_SWIGLU");
+    unsetenv(var);
     std::vector<std::pair<int, decode_result>> c;
     for (int batch : {1, 2, 4, 8, 16, 32, 64}) c.push_back({batch, decode(ms, be, batch, 128, batch == 1 ? 256 : 64, false)});
-    dispatch_curves.push_back({"swiglu as two ops", std::move(c)});
-  }
-  // The default dispatch with each o / down projection and the norm after it in one
-  // launch (TANDEM_LLAMA_NORM_EPILOGUE=1, linear_add_rms_norm), against the two ops.
-  if (const char* skip = std::getenv("TANDEM_BENCH_SKIP_NORM_AB"); skip == nullptr || std::string(skip) != "1") {
-    std::fprintf(stderr, "curve: norm in the linear's epilogue\n");
-    setenv("TANDEM_LLAMA_NORM_EPILOGUE", "1", 1);
-    llama_model mn(be, w, hp, 64 * 8192 / 16 / 4, 16);
-    unsetenv("TANDEM_LLAMA_NORM_EPILOGUE");
-    std::vector<std::pair<int, decode_result>> c;
-    for (int batch : {1, 2, 4, 8, 16, 32, 64}) c.push_back({batch, decode(mn, be, batch, 128, batch == 1 ? 256 : 64, false)});
-    dispatch_curves.push_back({"norm in the linear's epilogue", std::move(c)});
-  }
+    dispatch_curves.push_back({label, std::move(c)});
+  };
+  // The gate/up product and the SiLU gate as two launches, against linear_swiglu's one.
+  switch_curve("TANDEM_BENCH_SKIP_SWIGLU_AB", "TANDEM_LLAMA_SWIGLU", "0", "swiglu as two ops");
+  // Each o / down projection and the norm after it in one launch (linear_add_rms_norm),
+  // against the two ops.
+  switch_curve("TANDEM_BENCH_SKIP_NORM_AB", "TANDEM_LLAMA_NORM_EPILOGUE", "1", "norm in the linear's epilogue");
 
   std::printf("weights %.1f MB / %.0f GB/s = %.1f us per step (the floor at any batch up to where compute binds)\n",
               wbytes / 1e6, copy, floor_us);

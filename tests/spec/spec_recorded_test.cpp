@@ -34,7 +34,8 @@ struct replay_counts {
   size_t records = 0, replays = 0, verify_replays = 0;
 };
 
-// The log's keys: token rows in bits 0-11, sequences in 12-19 (llama_model.cpp).
+// The log's keys: token rows in bits 0-11, the most rows of one sequence in 12-16,
+// sequences in 17-24 (llama_model.cpp).
 replay_counts read_log(const fs::path& log) {
   replay_counts c;
   std::ifstream in(log);
@@ -42,7 +43,7 @@ replay_counts read_log(const fs::path& log) {
   unsigned long long key = 0;
   size_t ops = 0;
   while (in >> what >> key >> ops) {
-    const unsigned long long rows = key & 0xfff, seqs = (key >> 12) & 0xff;
+    const unsigned long long rows = key & 0xfff, seqs = (key >> 17) & 0xff;
     if (what == "record") ++c.records;
     if (what == "replay") ++c.replays, c.verify_replays += rows > seqs ? 1 : 0;
   }
