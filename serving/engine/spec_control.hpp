@@ -18,10 +18,13 @@
 //                    the k in [0, room] that maximises the step's expected tokens per second
 //                    (greedily, sequence after sequence: the rows and expected tokens of
 //                    those before are part of the step). k = 0 stops drafting for it; a
-//                    stopped sequence re-probes with one draft token now and then (every
-//                    16 eligible steps, doubling up to 256 while probes do not turn drafting
-//                    back on; the interval is engine-wide), since text changes (a list
-//                    starts inside prose). In a batch each k is also weighed as every
+//                    stopped sequence re-probes now and then (every 16 eligible steps,
+//                    doubling up to 256 while probes do not turn drafting back on; the
+//                    interval is engine-wide, and never so short that probes cost more
+//                    than probe_budget of the time), since text changes (a list starts
+//                    inside prose). A probe drafts one token, or as many as the timed
+//                    sizes say cost about the same (a GPU: the whole block), since those
+//                    tell more and already pay where the text turned predictable. In a batch each k is also weighed as every
 //                    sequence still to be asked drafting k (at the engine-wide acceptance):
 //                    a drafter's fixed cost per step (drafter.dflash2 drafts a batch in one
 //                    pass) and a verify step that costs nearly the same at 15 rows as at 64
@@ -105,8 +108,14 @@ class draft_controller {
   // sequence paying its own first probes).
   int probe_every() const { return probe_every_; }
   static constexpr int min_probe_every = 16, max_probe_every = 256;
+  // The share of a stopped sequence's decode time its probes may cost: the interval is at
+  // least a probe's measured extra cost over this share of a step (probe_floor()).
+  static constexpr double probe_budget = 0.05;
 
  private:
+  int probe_floor() const;  // the fewest eligible steps between probes the cost allows
+  int probe_length(int room) const;  // draft tokens of a probe
+
   bool adaptive_;
   step_cost_model cost_;
   double global_accepted_ = 0, global_examined_ = 0;  // engine-wide, decayed
