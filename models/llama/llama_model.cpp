@@ -326,9 +326,9 @@ void llama_model::add_norm(int done, int n, const device_buffer& weight) {
 }
 
 // proj = in W^T joins x, and h = rms_norm(x, weight), x kept in `kept` when set: one
-// linear_add_rms_norm (backend.cuda: the linear kernel's last block runs the norm, the same
-// bits) with TANDEM_LLAMA_NORM_EPILOGUE=1; otherwise, and under a tensor split (proj is all-reduced
-// between the two), linear() and add_norm's ops.
+// linear_add_rms_norm (backend.cuda: the linear kernel's last block runs the norm, the
+// same bits) with TANDEM_LLAMA_NORM_EPILOGUE=1; otherwise, and under a tensor split (proj
+// is all-reduced between the two), linear() and add_norm's ops.
 void llama_model::project_add_norm(const linear_weight& w, tensor_view in, int n, const device_buffer& weight,
                                    tensor_view kept) {
   const tensor_view x = ws_.x(n), proj = ws_.proj(n), h = ws_.h(n);
