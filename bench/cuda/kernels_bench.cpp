@@ -17,11 +17,14 @@
 //    graph (as in a decode step), against the weights' bytes over the copy bandwidth;
 //  - the o / down projection with the norm after it at 1 to 16 rows (SmolLM2-135M's 576
 //    and a 2048-wide model's shapes): linear_add_rms_norm (one launch, the linear's last
-//    block normalising) against linear() then add_rms_norm(), in the same kind of graph.
+//    block normalising) against linear() then add_rms_norm(), in the same kind of graph;
+//  - a speculative verify's attention (1-32 sequences x 2-16 new tokens, contexts of 256 to
+//    8192) on the prefill path against the decode kernel (TANDEM_CUDA_DECODE_VERIFY=1).
 //
 //   build/bench/cuda/bench_cuda_kernels
 //   TANDEM_BENCH_LINEARS_ONLY=1 build/bench/cuda/bench_cuda_kernels   # only the linear curve
 //   TANDEM_BENCH_NORM_ONLY=1 build/bench/cuda/bench_cuda_kernels      # only the projection + norm curve
+//   TANDEM_BENCH_VERIFY_ONLY=1 build/bench/cuda/bench_cuda_kernels    # only the verify attention curve
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -141,6 +144,70 @@ void print_decode(const decode_result& r, double copy) {
   for (const decode_variant& v : r.variants) {
     std::snprintf(line, sizeof line, "  stages %s, chunk %s", v.stages, *v.chunk ? v.chunk : "planned");
     std::printf("%-44s %12.1f %12.0f %9.1f%%\n", line, v.ms * 1e3, r.gbs(v.ms), 100 * r.gbs(v.ms) / copy);
+  }
+}
+
+// A speculative verify's attention: `seqs` sequences of `ctx` cached keys, each with `rows`
+// new tokens (a token and its draft), 9/3 heads of 64, bf16 pool, RoPE inside, as the
+// engine runs it: on the prefill path (RoPE of q and of k, the KV write, the tensor-core
+// prefill kernel: four launches) and, with TANDEM_CUDA_DECODE_VERIFY=1, on the decode kernel
+// (one launch). Each call is timed alone (the median of back-to-back launches), so the
+// figures are the launches' own latency chain, what a batch-1 verify step pays per layer.
+void verify_curve() {
+  cuda::cuda_backend be({0, 0, false, false});
+  const int page = 16, heads = 9, kvh = 3, hd = 64;
+  const rope_params rp{100000.0f, 0, false};
+  std::printf("%-44s %14s %14s %8s\n", "verify attention (bf16 KV, 9/3 x 64)", "prefill path us", "decode kernel us",
+              "ratio");
+  for (const auto& [seqs, rows, ctx] : {std::tuple{1, 2, 256}, std::tuple{1, 8, 256}, std::tuple{1, 16, 256},
+                                       std::tuple{1, 8, 2048}, std::tuple{1, 8, 8192}, std::tuple{8, 8, 256},
+                                       std::tuple{8, 8, 2048}, std::tuple{32, 4, 2048}}) {
+    const int len = ctx + rows, pages_per = (len + page - 1) / page, n = seqs * rows;
+    kv_layout lay{1, int64_t{seqs} * pages_per, page, kvh, hd, dtype::bf16};
+    auto kv = be.alloc_kv(lay);
+    const cuda::dev_kv pool = dynamic_cast<cuda::cuda_kv&>(*kv).layer(0);
+    const size_t pool_bytes = static_cast<size_t>(lay.n_pages) * page * kvh * hd * 2;
+    bench::ck(cudaMemset(pool.k, 0x3c, pool_bytes));
+    bench::ck(cudaMemset(pool.v, 0x3c, pool_bytes));
+    std::vector<int32_t> qs(seqs + 1), lens(seqs, len), table(int64_t{seqs} * pages_per), slots(n), pos(n);
+    for (int s = 0; s <= seqs; ++s) qs[s] = s * rows;
+    for (int s = 0; s < seqs; ++s) {
+      for (int p = 0; p < pages_per; ++p) table[int64_t{s} * pages_per + p] = s * pages_per + p;
+      for (int r = 0; r < rows; ++r) {
+        const int t = ctx + r;
+        pos[s * rows + r] = t;
+        slots[s * rows + r] = (s * pages_per + t / page) * page + t % page;
+      }
+    }
+    auto dqs = upload(be, qs), dl = upload(be, lens), dt = upload(be, table), ds = upload(be, slots), dp = upload(be, pos);
+    attention_batch b;
+    b.n_seqs = seqs;
+    b.n_tokens = n;
+    b.max_query_len = rows;
+    b.max_pages_per_seq = pages_per;
+    b.query_start = tensor_view::contiguous(dqs->data(), dtype::i32, {seqs + 1}, be.dev());
+    b.seq_lens = tensor_view::contiguous(dl->data(), dtype::i32, {seqs}, be.dev());
+    b.page_table = tensor_view::contiguous(dt->data(), dtype::i32, {seqs, pages_per}, be.dev());
+    b.slot_mapping = tensor_view::contiguous(ds->data(), dtype::i32, {n}, be.dev());
+    b.positions = tensor_view::contiguous(dp->data(), dtype::i32, {n}, be.dev());
+    b.rope = &rp;
+    auto q = be.alloc(size_t{4} * n * heads * hd), k = be.alloc(size_t{4} * n * kvh * hd),
+         v = be.alloc(size_t{4} * n * kvh * hd), o = be.alloc(size_t{4} * n * heads * hd);
+    bench::ck(cudaMemset(q->data(), 0x3c, size_t{4} * n * heads * hd));
+    bench::ck(cudaMemset(k->data(), 0x3c, size_t{4} * n * kvh * hd));
+    bench::ck(cudaMemset(v->data(), 0x3c, size_t{4} * n * kvh * hd));
+    auto qv = tensor_view::contiguous(q->data(), dtype::f32, {n, heads, hd}, be.dev());
+    auto kv3 = tensor_view::contiguous(k->data(), dtype::f32, {n, kvh, hd}, be.dev());
+    auto vv = tensor_view::contiguous(v->data(), dtype::f32, {n, kvh, hd}, be.dev());
+    auto ov = tensor_view::contiguous(o->data(), dtype::f32, {n, heads, hd}, be.dev());
+    auto run = [&] { be.attention(qv, kv3, vv, *kv, 0, b, 0.125f, ov); };
+    const double prefill_ms = bench::median_ms(be.stream(), 3, 50, run);
+    setenv("TANDEM_CUDA_DECODE_VERIFY", "1", 1);
+    const double decode_ms = bench::median_ms(be.stream(), 3, 50, run);
+    unsetenv("TANDEM_CUDA_DECODE_VERIFY");
+    char line[96];
+    std::snprintf(line, sizeof line, "  %d seqs x %d rows, context %d", seqs, rows, ctx);
+    std::printf("%-44s %14.1f %14.1f %7.2fx\n", line, prefill_ms * 1e3, decode_ms * 1e3, prefill_ms / decode_ms);
   }
 }
 
@@ -346,6 +413,10 @@ int main() {
     norm_curve(copy, rng);
     return 0;
   }
+  if (const char* only = std::getenv("TANDEM_BENCH_VERIFY_ONLY"); only != nullptr && std::string(only) == "1") {
+    verify_curve();
+    return 0;
+  }
 
   const int64_t N = 16384;
   std::vector<uint8_t> host;
@@ -393,5 +464,7 @@ int main() {
   linear_curve(copy, rng);
   std::printf("\n");
   norm_curve(copy, rng);
+  std::printf("\n");
+  verify_curve();
   return 0;
 }
