@@ -178,7 +178,7 @@ class cuda_backend final : public backend {
   linear_path path_for(const cuda_linear& lw, int64_t n) const;
 
  private:
-  bool verify_on_decode() const;  // TANDEM_CUDA_DECODE_VERIFY (cuda_ops.cpp)
+  int verify_on_decode() const;  // TANDEM_CUDA_DECODE_VERIFY: 0 off, 1 on, 2 the default rule (cuda_ops.cpp)
   // add_rms_norm (kept null) and add_rms_norm_keep; `op` names it in errors.
   void add_norm(const char* op, tensor_view residual, tensor_view x, tensor_view weight, float eps, tensor_view out,
                 float* kept);

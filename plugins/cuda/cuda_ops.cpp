@@ -409,23 +409,31 @@ void cuda_backend::rope(tensor_view x, tensor_view positions, const rope_params&
   check_launch("rope");
 }
 
-// TANDEM_CUDA_DECODE_VERIFY: 1 runs verify steps on the decode kernel; unset or 0 on the
-// prefill path; anything else is an error. Read at each call (tests switch it).
-bool cuda_backend::verify_on_decode() const {
+// TANDEM_CUDA_DECODE_VERIFY: unset or empty, 2 (verify steps of up to 16 rows on the decode
+// kernel); 1 (any verify of up to 16 rows a sequence); 0 (the prefill path); anything else
+// is an error. Read at each call (tests switch it).
+int cuda_backend::verify_on_decode() const {
   const char* e = std::getenv("TANDEM_CUDA_DECODE_VERIFY");
-  if (e == nullptr || *e == '\0' || std::string(e) == "0") return false;
-  if (std::string(e) != "1") bad("attention", "TANDEM_CUDA_DECODE_VERIFY must be 0 or 1, not '" + std::string(e) + "'");
-  return true;
+  if (e == nullptr || *e == '\0') return 2;
+  const std::string v = e;
+  if (v != "0" && v != "1")
+    bad("attention", "TANDEM_CUDA_DECODE_VERIFY must be 0 or 1 (or unset), not '" + v + "'");
+  return v == "1" ? 1 : 0;
 }
 
 void cuda_backend::attention(tensor_view q, tensor_view k, tensor_view v, kv_storage& kv, int layer,
                              const attention_batch& batch, float scale, tensor_view out) {
   // A step of a few new tokens per sequence (decode: one; a speculative verify: a token and
-  // its draft) takes the decode kernel, in one launch; longer ones the prefill path. Verify
-  // rows on the decode kernel only with TANDEM_CUDA_DECODE_VERIFY=1 for now: they have not
-  // yet run on a GPU (session 16 had none); the gpu suite turns them on.
+  // its draft) takes the decode kernel, in one launch; longer ones the prefill path. A
+  // verify takes it up to 16 rows in all (TANDEM_CUDA_DECODE_VERIFY: unset, that rule; 1,
+  // any step of up to 16 rows a sequence; 0, never): on an H100 (bench_cuda_kernels,
+  // session 16) one sequence's 2-16 rows ran 1.6-3.0x faster than the prefill path's four
+  // launches, 8 sequences x 8 rows 1.04x at 256 keys but 0.75x at 2048 (each row rereads its
+  // sequence's keys).
+  const int verify = verify_on_decode();
   const bool few_rows = batch.n_tokens == batch.n_seqs ||
-                        (verify_on_decode() && batch.max_query_len >= 1 && batch.max_query_len <= decode_max_rows());
+                        (verify != 0 && batch.max_query_len >= 1 && batch.max_query_len <= decode_max_rows() &&
+                         (verify == 1 || batch.n_tokens <= decode_max_rows()));
   op_profiler::scope timed(prof_, few_rows ? "attention (decode)" : "attention (prefill)", stream_);
   auto* ckv = dynamic_cast<cuda_kv*>(&kv);
   if (!ckv) bad("attention", "KV storage was not allocated by backend.cuda");
